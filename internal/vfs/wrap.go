@@ -1,0 +1,87 @@
+package vfs
+
+import (
+	"context"
+	"io/fs"
+	"sync/atomic"
+)
+
+// NoSync wraps an FS so that File.Sync and SyncDir do nothing. It is the
+// ProcessCrashSafe durability mode: every write still reaches the kernel's page
+// cache before the call returns, which survives kill -9 but not power loss.
+func NoSync(inner FS) FS { return noSyncFS{inner} }
+
+type noSyncFS struct{ FS }
+
+func (n noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := n.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+type noSyncFile struct{ File }
+
+func (noSyncFile) Sync() error { return nil }
+
+// Counts holds the number of durability calls seen by a [Counting] FS.
+type Counts struct {
+	FileSyncs int64 // File.Sync calls
+	DirSyncs  int64 // SyncDir calls
+}
+
+// Total is FileSyncs + DirSyncs.
+func (c Counts) Total() int64 { return c.FileSyncs + c.DirSyncs }
+
+// Sub returns c - o.
+func (c Counts) Sub(o Counts) Counts {
+	return Counts{FileSyncs: c.FileSyncs - o.FileSyncs, DirSyncs: c.DirSyncs - o.DirSyncs}
+}
+
+// CountingFS counts fsyncs of files and directories passing through it.
+type CountingFS struct {
+	FS
+	fileSyncs atomic.Int64
+	dirSyncs  atomic.Int64
+}
+
+// Counting wraps inner and counts its fsyncs exactly.
+func Counting(inner FS) *CountingFS { return &CountingFS{FS: inner} }
+
+// Counts returns the counts so far.
+func (c *CountingFS) Counts() Counts {
+	return Counts{FileSyncs: c.fileSyncs.Load(), DirSyncs: c.dirSyncs.Load()}
+}
+
+// OpenFile implements FS.
+func (c *CountingFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := c.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return countingFile{File: f, c: c}, nil
+}
+
+// SyncDir implements FS.
+func (c *CountingFS) SyncDir(name string) error {
+	c.dirSyncs.Add(1)
+	return c.FS.SyncDir(name)
+}
+
+// Lock implements FS (explicit so the embedded FS's method set is clear).
+func (c *CountingFS) Lock(ctx context.Context, name string) (Unlocker, error) {
+	return c.FS.Lock(ctx, name)
+}
+
+type countingFile struct {
+	File
+	c *CountingFS
+}
+
+func (f countingFile) Sync() error {
+	f.c.fileSyncs.Add(1)
+	return f.File.Sync()
+}

@@ -1,0 +1,119 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// TempPrefix starts the name of every temporary file durofs writes. Scanners
+// skip names with this prefix and sweepers remove old ones.
+const TempPrefix = ".tmp-"
+
+// IsTemp reports whether a directory entry is a durofs temporary file.
+func IsTemp(name string) bool { return strings.HasPrefix(name, TempPrefix) }
+
+// tempName returns a fresh temporary path in the directory of target.
+func tempName(target string) string {
+	return filepath.Join(filepath.Dir(target), TempPrefix+filepath.Base(target)+"-"+uuid.NewString())
+}
+
+// writeSynced creates a new file with data and fsyncs it.
+// After a crash the file may be missing, empty or partial; it has a temporary
+// name, so nobody reads it and a sweeper removes it.
+func writeSynced(fsys FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FilePerm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	// An fsync error is fatal to this write: the page cache may already have
+	// dropped the data (fsyncgate), so we never retry, we fail.
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// WriteFile atomically replaces path with data: write a temporary file, fsync
+// it, rename it over path, fsync the directory.
+//
+// Crash analysis: before the rename, path still holds its old content (the
+// temporary file is garbage a sweeper removes). After the rename and before the
+// directory fsync, a kill -9 leaves the new content (the rename is done in the
+// kernel); a power loss may leave either the old or the new content, never a
+// mix, because the new file's data was fsynced before it got its name. After
+// the directory fsync, the new content is durable.
+func WriteFile(fsys FS, path string, data []byte) error {
+	tmp := tempName(path)
+	if err := writeSynced(fsys, tmp, data); err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("vfs: write %s: sync dir: %w", path, err)
+	}
+	return nil
+}
+
+// WriteFileNoDirSync is WriteFile without the final directory fsync, for
+// callers that batch one SyncDir over several entries of one directory.
+func WriteFileNoDirSync(fsys FS, path string, data []byte) error {
+	tmp := tempName(path)
+	if err := writeSynced(fsys, tmp, data); err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ErrExist is returned by CreateExclusive when the name is taken.
+var ErrExist = os.ErrExist
+
+// CreateExclusive publishes a complete file at path only if path does not
+// exist: write a temporary file, fsync it, link(2) it to path (EEXIST means
+// someone else holds the name), unlink the temporary name, and fsync the
+// directory unless noDirSync.
+//
+// Crash analysis: the file never appears under its final name partially
+// written (it is fsynced before the link). A crash between link and unlink
+// leaves a temporary hard link that a sweeper removes; the published file is
+// unaffected.
+func CreateExclusive(fsys FS, path string, data []byte, noDirSync bool) error {
+	tmp := tempName(path)
+	if err := writeSynced(fsys, tmp, data); err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: create %s: %w", path, err)
+	}
+	lerr := fsys.Link(tmp, path)
+	_ = fsys.Remove(tmp)
+	if lerr != nil {
+		if errors.Is(lerr, os.ErrExist) {
+			return fmt.Errorf("vfs: create %s: %w", path, ErrExist)
+		}
+		return fmt.Errorf("vfs: create %s: %w", path, lerr)
+	}
+	if noDirSync {
+		return nil
+	}
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("vfs: create %s: sync dir: %w", path, err)
+	}
+	return nil
+}
