@@ -1,0 +1,43 @@
+# durofs — see README.md.
+GO ?= go
+PKGS := ./...
+
+.PHONY: test vet lint crossbuild races demo fuzz-smoke clean
+
+## test: vet, the whole suite with -race, the cross-platform build, and the
+## multi-process race tests' round counts.
+test: vet crossbuild
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@$(MAKE) --no-print-directory races
+
+vet:
+	$(GO) vet $(PKGS)
+
+## lint: formatting and vet.
+lint: vet
+	@out=$$(gofmt -l . | grep -v '^vendor/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## crossbuild: the module must build for linux, darwin and windows.
+crossbuild:
+	GOOS=linux $(GO) build $(PKGS)
+	GOOS=darwin $(GO) build $(PKGS)
+	GOOS=windows $(GO) build $(PKGS)
+
+## races: print the round counts of the lease and fsqueue multi-process races.
+races:
+	@$(GO) test -count=1 -run 'Race|MultiProcess' -v ./lease/ ./fsqueue/ | grep -E '^(lease race|fsqueue race)' || true
+
+## fuzz-smoke: a short run of every fuzz target.
+fuzz-smoke:
+	$(GO) test -run XXX -fuzz FuzzUnmarshalEvent -fuzztime 10s ./provider/
+	$(GO) test -run XXX -fuzz FuzzUnmarshalWorkItem -fuzztime 10s ./provider/
+	$(GO) test -run XXX -fuzz FuzzRead -fuzztime 10s ./history/
+	$(GO) test -run XXX -fuzz FuzzDecodeLine -fuzztime 10s ./history/
+	$(GO) test -run XXX -fuzz FuzzEncode -fuzztime 10s ./internal/names/
+
+## demo: the main job (see README).
+demo:
+	$(GO) run ./cmd/durofs demo
+
+clean:
+	rm -rf durofs-demo

@@ -1,0 +1,651 @@
+package fsqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+// Claim is the peek-lock lease of one message, stored in claims/<name>.json.
+type Claim struct {
+	// Token identifies the lease: "<name>.<uuid>", fresh for every claim.
+	// Empty means not held (abandoned).
+	Token string `json:"token"`
+	// Owner is the caller's identity of the holder, for diagnostics.
+	Owner string `json:"owner,omitempty"`
+	// LockedUntilMs is when the lease expires (ms since the epoch).
+	LockedUntilMs int64 `json:"locked_until_ms"`
+	// Attempt counts the leases handed out for the message (1 for the
+	// first delivery).
+	Attempt uint32 `json:"attempt"`
+	// VisibleAtMs overrides the message's visibility time when non-zero; it
+	// is set by Abandon with a delay.
+	VisibleAtMs int64 `json:"visible_at_ms,omitempty"`
+	// State is "" normally. Callers may set other states (for example
+	// "acked") with [ClaimGuard.Write]; a message whose claim has a non-empty
+	// State is never claimed again, and Sweep keeps such claims.
+	State string `json:"state,omitempty"`
+	// Data is opaque caller data. ClaimNext keeps it from the previous claim.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Claimed is a message handed out by [Queue.ClaimNext] with its new claim.
+type Claimed struct {
+	// Message is the claimed message.
+	Message Message
+	// Claim is the lease just written; Claim.Token is needed to renew,
+	// abandon or acknowledge.
+	Claim Claim
+}
+
+// SweepStats counts what [Queue.Sweep] removed.
+type SweepStats struct {
+	// TempRemoved is the number of old temporary files removed.
+	TempRemoved int
+	// OrphanClaimsRemoved is the number of claims removed whose message and
+	// staged file were both gone.
+	OrphanClaimsRemoved int
+}
+
+// claimCache caches the listing of claims/ and parsed claim files for the
+// ClaimNext pre-filter. Decisions are always re-made under the flock.
+type claimCache struct {
+	mu          sync.Mutex
+	setValid    bool
+	setMtime    time.Time // mtime of claims/ observed by the last listing
+	setListedAt time.Time // real time taken before that listing's Stat
+	names       map[string]struct{}
+	entries     map[string]claimEntry
+}
+
+type claimEntry struct {
+	claim   Claim
+	exists  bool
+	corrupt bool
+	// identity of the file the claim was read from
+	ino   uint64
+	size  int64
+	mtime time.Time
+	// the entry was known correct at real time validAt, when claims/ had
+	// mtime dirMtime
+	dirMtime time.Time
+	validAt  time.Time
+}
+
+// claimSnap is the set of names that had claim files at one listing.
+type claimSnap struct {
+	names    map[string]struct{}
+	dirMtime time.Time
+}
+
+// NameFromToken returns the message name a claim token belongs to.
+func NameFromToken(token string) (name string, ok bool) {
+	name, id, ok := strings.Cut(token, ".")
+	if !ok || !validName(name) || len(id) != 36 {
+		return "", false
+	}
+	if u, err := uuid.Parse(id); err != nil || u == uuid.Nil || u.String() != id {
+		return "", false
+	}
+	return name, true
+}
+
+func newToken(name string) string { return name + "." + uuid.NewString() }
+
+// claimable reports whether a message with entry e and claim c (nil: none)
+// may be claimed at now.
+func claimable(e Entry, c *Claim, now int64) bool {
+	vis := e.VisibleAtMs
+	if c != nil && c.VisibleAtMs != 0 {
+		vis = c.VisibleAtMs
+	}
+	if vis > now {
+		return false
+	}
+	if c == nil {
+		return true
+	}
+	if c.State != "" {
+		return false
+	}
+	return c.Token == "" || c.LockedUntilMs <= now
+}
+
+// ClaimNext claims the first message, in FIFO (name) order, that is visible,
+// not claimed (no claim, an empty token or an expired lease), has an empty
+// claim State and satisfies eligible (nil accepts all). eligible receives the
+// current claim or nil; it may be called more than once per message and must
+// not retain the claim. The new claim has a fresh token, Owner owner,
+// LockedUntilMs = now+lockFor (now read after the shard lock is held),
+// Attempt one more than before, and the previous VisibleAtMs and Data.
+//
+// Messages whose shard lock is momentarily held by someone else are skipped,
+// so (nil, nil) means nothing was claimable right now; poll again later.
+// ClaimNext never returns a lease that has already expired.
+func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool) (*Claimed, error) {
+	if lockFor < time.Millisecond {
+		return nil, fmt.Errorf("fsqueue: claim: lockFor %v is shorter than 1ms", lockFor)
+	}
+	entries, err := q.List()
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	snap, err := q.claimSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	now := clock.Ms(q.clock.Now())
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var cp *Claim
+		if _, ok := snap.names[e.Name]; ok {
+			c, exists, err := q.cachedClaim(e.Name, snap)
+			if err != nil {
+				return nil, err
+			}
+			if exists {
+				cp = &c
+			}
+		}
+		if !claimable(e, cp, now) || (eligible != nil && !eligible(e, cp)) {
+			continue
+		}
+		got, err := q.tryClaim(e, owner, lockFor, eligible)
+		if err != nil {
+			return nil, err
+		}
+		if got != nil {
+			return got, nil
+		}
+	}
+	return nil, nil
+}
+
+// tryClaim claims e if its shard lock is free and it is still claimable
+// under the lock. It returns (nil, nil) if it did not.
+func (q *Queue) tryClaim(e Entry, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool) (_ *Claimed, err error) {
+	u, ok, err := q.fsys.TryLock(q.lockPath(e.Name))
+	if err != nil {
+		return nil, fmt.Errorf("fsqueue: claim %s: %w", e.Name, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	defer func() {
+		if uerr := u.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("fsqueue: claim %s: unlock: %w", e.Name, uerr)
+		}
+	}()
+
+	old, exists, err := q.readClaim(e.Name)
+	if err != nil {
+		if !errors.Is(err, errCorrupt) {
+			return nil, err
+		}
+		// A claim file that cannot be parsed (only possible after a power
+		// loss without fsync) is treated as no claim: redelivery.
+		q.log.Warn("fsqueue: overwriting unreadable claim", "dir", q.dir, "name", e.Name, "err", err)
+		old, exists = Claim{}, false
+	}
+	now := clock.Ms(q.clock.Now()) // after the flock is held
+	var cp *Claim
+	if exists {
+		cp = &old
+	}
+	if !claimable(e, cp, now) || (eligible != nil && !eligible(e, cp)) {
+		return nil, nil
+	}
+	c := Claim{
+		Token:         newToken(e.Name),
+		Owner:         owner,
+		LockedUntilMs: now + lockFor.Milliseconds(),
+		Attempt:       old.Attempt + 1,
+		VisibleAtMs:   old.VisibleAtMs,
+		Data:          old.Data,
+	}
+	if err := q.writeClaim(e.Name, c); err != nil {
+		return nil, err
+	}
+	// The message may have been deleted concurrently (Delete does not take
+	// the shard lock): then our claim is an orphan and goes.
+	gone := func() error {
+		q.forget(e.Name)
+		q.log.Debug("fsqueue: claimed message vanished", "dir", q.dir, "name", e.Name)
+		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
+			return fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
+		}
+		return nil
+	}
+	if _, err := q.fsys.Lstat(q.msgPath(e.Name)); err != nil {
+		if !vfs.IsNotExist(err) {
+			return nil, fmt.Errorf("fsqueue: claim %s: %w", e.Name, err)
+		}
+		return nil, gone()
+	}
+	m, err := q.Get(e.Name)
+	if err != nil {
+		if !vfs.IsNotExist(err) {
+			return nil, err
+		}
+		return nil, gone()
+	}
+	if clock.Ms(q.clock.Now()) >= c.LockedUntilMs {
+		// Born expired (a clock jump, or a write slower than lockFor): put
+		// back what was there, so the message is as if never claimed.
+		q.log.Debug("fsqueue: lease expired while claiming", "dir", q.dir, "name", e.Name)
+		if exists {
+			return nil, q.writeClaim(e.Name, old)
+		}
+		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
+			return nil, fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
+		}
+		return nil, nil
+	}
+	return &Claimed{Message: m, Claim: c}, nil
+}
+
+// claimSnapshot returns the names that have claim files, re-reading claims/
+// only if it may have changed (same rule as List).
+func (q *Queue) claimSnapshot() (claimSnap, error) {
+	c := &q.claims
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t0 := time.Now()
+	fi, err := q.fsys.Stat(q.claimsDir)
+	if err != nil {
+		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
+	}
+	mtime := fi.ModTime()
+	if c.setValid && mtime.Equal(c.setMtime) && c.setListedAt.Sub(c.setMtime) >= mtimeMargin {
+		return claimSnap{names: c.names, dirMtime: mtime}, nil
+	}
+	files, err := q.fsys.ReadDirNames(q.claimsDir)
+	if err != nil {
+		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
+	}
+	names := make(map[string]struct{}, len(files))
+	for _, f := range files {
+		if name, ok := nameFromFile(f); ok {
+			names[name] = struct{}{}
+		}
+	}
+	for name := range c.entries {
+		if _, ok := names[name]; !ok {
+			delete(c.entries, name)
+		}
+	}
+	// The map is replaced, never mutated, so snapshots can share it.
+	c.names, c.setMtime, c.setListedAt, c.setValid = names, mtime, t0, true
+	return claimSnap{names: names, dirMtime: mtime}, nil
+}
+
+// cachedClaim returns name's claim for the pre-filter: from the cache if
+// claims/ has not changed since the entry was known correct, else after an
+// Lstat (and a read if the file's identity changed). A corrupt claim is
+// reported as absent.
+func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
+	c := &q.claims
+	c.mu.Lock()
+	ce, ok := c.entries[name]
+	c.mu.Unlock()
+	if ok && ce.dirMtime.Equal(snap.dirMtime) && ce.validAt.Sub(snap.dirMtime) >= mtimeMargin {
+		return ce.claim, ce.exists && !ce.corrupt, nil
+	}
+	v := time.Now()
+	path := q.claimPath(name)
+	fi, err := q.fsys.Lstat(path)
+	switch {
+	case vfs.IsNotExist(err):
+		ce = claimEntry{}
+	case err != nil:
+		return Claim{}, false, fmt.Errorf("fsqueue: stat claim %s: %w", name, err)
+	case ok && ce.exists && ce.ino == fileIno(fi) && ce.size == fi.Size() && ce.mtime.Equal(fi.ModTime()):
+		// unchanged file
+	default:
+		cl, exists, err := q.readClaim(name)
+		corrupt := errors.Is(err, errCorrupt)
+		if err != nil && !corrupt {
+			return Claim{}, false, err
+		}
+		ce = claimEntry{claim: cl, exists: exists || corrupt, corrupt: corrupt,
+			ino: fileIno(fi), size: fi.Size(), mtime: fi.ModTime()}
+	}
+	ce.dirMtime, ce.validAt = snap.dirMtime, v
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = map[string]claimEntry{}
+	}
+	c.entries[name] = ce
+	c.mu.Unlock()
+	return ce.claim, ce.exists && !ce.corrupt, nil
+}
+
+// readClaim reads claims/<name>.json. A missing file is (Claim{}, false, nil);
+// an unparsable one is an error wrapping errCorrupt.
+func (q *Queue) readClaim(name string) (Claim, bool, error) {
+	data, err := q.fsys.ReadFile(q.claimPath(name))
+	if err != nil {
+		if vfs.IsNotExist(err) {
+			return Claim{}, false, nil
+		}
+		return Claim{}, false, fmt.Errorf("fsqueue: read claim %s: %w", name, err)
+	}
+	var c Claim
+	if err := json.Unmarshal(data, &c); err != nil {
+		return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w: %w", name, errCorrupt, err)
+	}
+	return c, true, nil
+}
+
+// writeClaim durably replaces claims/<name>.json. Callers hold the shard lock.
+func (q *Queue) writeClaim(name string, c Claim) error {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
+	}
+	if err := vfs.WriteFile(q.fsys, q.claimPath(name), data); err != nil {
+		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
+	}
+	return nil
+}
+
+// ClaimGuard gives access to one message's claim while its shard lock is
+// held; it is valid only inside the [Queue.WithClaim] callback.
+type ClaimGuard struct {
+	q    *Queue
+	name string
+	done atomic.Bool
+}
+
+var errGuardDone = errors.New("fsqueue: ClaimGuard used after WithClaim returned")
+
+// WithClaim runs fn while holding name's shard lock (waiting for it until ctx
+// is done). Every read-check-write of a claim outside ClaimNext must happen
+// inside fn.
+func (q *Queue) WithClaim(ctx context.Context, name string, fn func(g *ClaimGuard) error) (err error) {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	u, err := q.fsys.Lock(ctx, q.lockPath(name))
+	if err != nil {
+		return fmt.Errorf("fsqueue: lock %s: %w", name, err)
+	}
+	g := &ClaimGuard{q: q, name: name}
+	defer func() {
+		g.done.Store(true)
+		if uerr := u.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("fsqueue: unlock %s: %w", name, uerr)
+		}
+	}()
+	return fn(g)
+}
+
+// Now reads the queue's clock (the lock is already held, so a lease computed
+// from it is not born stale).
+func (g *ClaimGuard) Now() time.Time { return g.q.clock.Now() }
+
+// Read returns the message's claim; exists is false if it has none.
+func (g *ClaimGuard) Read() (c Claim, exists bool, err error) {
+	if g.done.Load() {
+		return Claim{}, false, errGuardDone
+	}
+	return g.q.readClaim(g.name)
+}
+
+// Write durably replaces the message's claim ([vfs.WriteFile]). A non-empty
+// Token must be a token of this message (see [NameFromToken]).
+func (g *ClaimGuard) Write(c Claim) error {
+	if g.done.Load() {
+		return errGuardDone
+	}
+	if c.Token != "" {
+		if n, ok := NameFromToken(c.Token); !ok || n != g.name {
+			return fmt.Errorf("fsqueue: write claim %s: %w: token %q is not a token of this message", g.name, ErrInvalidName, c.Token)
+		}
+	}
+	return g.q.writeClaim(g.name, c)
+}
+
+// MessageExists reports whether the message file exists on disk.
+func (g *ClaimGuard) MessageExists() (bool, error) {
+	if g.done.Load() {
+		return false, errGuardDone
+	}
+	_, err := g.q.fsys.Lstat(g.q.msgPath(g.name))
+	if err == nil {
+		return true, nil
+	}
+	if vfs.IsNotExist(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("fsqueue: stat %s: %w", g.name, err)
+}
+
+// holderClaim reads the claim under g and checks that token holds it.
+func holderClaim(g *ClaimGuard, token string) (Claim, error) {
+	c, exists, err := g.Read()
+	if err != nil {
+		if errors.Is(err, errCorrupt) {
+			return Claim{}, fmt.Errorf("%w: %w", ErrNotHolder, err)
+		}
+		return Claim{}, err
+	}
+	if !exists || c.Token == "" || c.Token != token {
+		return Claim{}, fmt.Errorf("%w: %s", ErrNotHolder, g.name)
+	}
+	if c.State != "" {
+		// A claim in a caller-defined state (e.g. an acked item awaiting
+		// cleanup) is no longer a peek-lock anyone may renew or abandon.
+		return Claim{}, fmt.Errorf("%w: %s is in state %q", ErrNotHolder, g.name, c.State)
+	}
+	return c, nil
+}
+
+// Renew extends the lease of token to now+extend. It fails with
+// [ErrNotHolder] if token does not hold the claim, [ErrExpired] if the lease
+// has expired, and [ErrNotFound] if the message is gone.
+func (q *Queue) Renew(ctx context.Context, token string, extend time.Duration) (Claim, error) {
+	if extend < time.Millisecond {
+		return Claim{}, fmt.Errorf("fsqueue: renew: extend %v is shorter than 1ms", extend)
+	}
+	name, ok := NameFromToken(token)
+	if !ok {
+		return Claim{}, fmt.Errorf("%w: malformed token %q", ErrNotHolder, token)
+	}
+	var out Claim
+	err := q.WithClaim(ctx, name, func(g *ClaimGuard) error {
+		c, err := holderClaim(g, token)
+		if err != nil {
+			return err
+		}
+		now := clock.Ms(g.Now())
+		if c.LockedUntilMs <= now {
+			return fmt.Errorf("%w: %s", ErrExpired, name)
+		}
+		ok, err := g.MessageExists()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		c.LockedUntilMs = now + extend.Milliseconds()
+		if err := g.Write(c); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	if err != nil {
+		return Claim{}, fmt.Errorf("fsqueue: renew: %w", err)
+	}
+	return out, nil
+}
+
+// Abandon releases the lease of token (whether or not it has expired, as
+// long as nobody else has claimed the message since; else [ErrNotHolder]).
+// The message becomes visible again after delay (at once if delay <= 0).
+// With ignoreAttempt the claim's Attempt is decremented (never below 0), so
+// the abandoned delivery does not count.
+func (q *Queue) Abandon(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
+	name, ok := NameFromToken(token)
+	if !ok {
+		return fmt.Errorf("fsqueue: abandon: %w: malformed token %q", ErrNotHolder, token)
+	}
+	err := q.WithClaim(ctx, name, func(g *ClaimGuard) error {
+		c, err := holderClaim(g, token)
+		if err != nil {
+			return err
+		}
+		c.Token, c.LockedUntilMs, c.VisibleAtMs = "", 0, 0
+		if delay > 0 {
+			c.VisibleAtMs = clock.Ms(g.Now().Add(delay))
+		}
+		if ignoreAttempt && c.Attempt > 0 {
+			c.Attempt--
+		}
+		return g.Write(c)
+	})
+	if err != nil {
+		return fmt.Errorf("fsqueue: abandon: %w", err)
+	}
+	return nil
+}
+
+// Claims returns the sorted names that have claim files (for sweepers).
+func (q *Queue) Claims() ([]string, error) {
+	files, err := q.fsys.ReadDirNames(q.claimsDir)
+	if err != nil {
+		return nil, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
+	}
+	var names []string
+	for _, f := range files {
+		if name, ok := nameFromFile(f); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Sweep removes temporary files older than tempOlderThan (by the queue's
+// clock against their mtime) from the queue directory and claims/, and
+// orphan claims: claims whose message and staged file are both gone and
+// whose State is empty (checked under the shard lock; an unparsable orphan
+// claim is removed too). It does not touch staged files, nor claims with a
+// non-empty State. Use an age of minutes: a younger temporary file may
+// belong to a write in progress. Removals are not fsynced (a removal lost to
+// a power loss is redone by the next sweep).
+func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepStats, error) {
+	var st SweepStats
+	now := q.clock.Now()
+	for _, d := range []string{q.dir, q.claimsDir} {
+		files, err := q.fsys.ReadDirNames(d)
+		if err != nil {
+			return st, fmt.Errorf("fsqueue: sweep %s: %w", d, err)
+		}
+		for _, f := range files {
+			if !vfs.IsTemp(f) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+			p := filepath.Join(d, f)
+			fi, err := q.fsys.Lstat(p)
+			if err != nil {
+				if vfs.IsNotExist(err) {
+					continue
+				}
+				return st, fmt.Errorf("fsqueue: sweep: %w", err)
+			}
+			if now.Sub(fi.ModTime()) <= tempOlderThan {
+				continue
+			}
+			if err := q.fsys.Remove(p); err != nil {
+				if vfs.IsNotExist(err) {
+					continue
+				}
+				return st, fmt.Errorf("fsqueue: sweep: %w", err)
+			}
+			st.TempRemoved++
+		}
+	}
+	names, err := q.Claims()
+	if err != nil {
+		return st, fmt.Errorf("fsqueue: sweep: %w", err)
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		orphan, err := q.isOrphan(name)
+		if err != nil {
+			return st, fmt.Errorf("fsqueue: sweep: %w", err)
+		}
+		if !orphan {
+			continue
+		}
+		removed := false
+		err = q.WithClaim(ctx, name, func(g *ClaimGuard) error {
+			if orphan, err := q.isOrphan(name); err != nil || !orphan {
+				return err
+			}
+			c, exists, err := g.Read()
+			if err != nil && !errors.Is(err, errCorrupt) {
+				return err
+			}
+			if !exists || (err == nil && c.State != "") {
+				return nil
+			}
+			if err := q.fsys.Remove(q.claimPath(name)); err != nil {
+				if vfs.IsNotExist(err) {
+					return nil
+				}
+				return err
+			}
+			removed = true
+			return nil
+		})
+		if err != nil {
+			return st, fmt.Errorf("fsqueue: sweep: %w", err)
+		}
+		if removed {
+			st.OrphanClaimsRemoved++
+		}
+	}
+	return st, nil
+}
+
+// isOrphan reports whether name has neither a staged nor a published message
+// file. The staged file is checked first: Publish renames staged to
+// published, so checking in this order cannot miss a message being published.
+func (q *Queue) isOrphan(name string) (bool, error) {
+	for _, p := range []string{q.stagedPath(name), q.msgPath(name)} {
+		_, err := q.fsys.Lstat(p)
+		if err == nil {
+			return false, nil
+		}
+		if !vfs.IsNotExist(err) {
+			return false, err
+		}
+	}
+	return true, nil
+}

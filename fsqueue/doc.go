@@ -1,0 +1,140 @@
+// Package fsqueue is a crash-safe, multi-process message queue kept in one
+// directory: a folder of immutable, ULID-named message files plus per-message
+// peek-locks ("claims"). Several processes on one host may share a queue
+// directory; any of them may be killed (kill -9) at any instant, and with a
+// syncing [vfs.FS] a power loss loses nothing that a call reported as done.
+// The package knows nothing about what the messages mean.
+//
+// # On-disk format
+//
+//	<dir>/fsqueue.json           {"format":"fsqueue","version":1,"shards":N}, created once
+//	                             (create-exclusive) so that every process uses the same lock sharding
+//	<dir>/<name>.json            one immutable message; <name> is a 26-character ULID
+//	                             (Crockford base32, upper case)
+//	<dir>/.staged-<name>.json    a message written but not yet published ([Queue.Stage], [Queue.Publish])
+//	<dir>/claims/<name>.json     the claim (peek-lock lease) of a message, if it was ever claimed
+//	<dir>/locks/<NN>.lock        shard lock files (flock); NN = two hex digits, the shard of a name
+//	                             is FNV-1a(name) mod N. Lock files are never deleted.
+//	<dir>/.tmp-*, claims/.tmp-*  temporary files ([vfs.TempPrefix]); removed by [Queue.Sweep]
+//
+// A message file holds
+//
+//	{"name":"…","visible_at_ms":N,"enqueued_at_ms":N,"attrs":{"k":"v",…},"payload":<raw JSON>}
+//
+// and a claim file holds
+//
+//	{"token":"<name>.<uuid>","owner":"…","locked_until_ms":N,"attempt":N,"visible_at_ms":N,"state":"…","data":<raw JSON>}
+//
+// Every scanner skips directory entries whose name is not exactly
+// "<26-character ULID>.json", so temporary, staged and configuration files are
+// never mistaken for messages or claims. Timestamps are milliseconds since the
+// Unix epoch, read from the queue's [clock.Clock].
+//
+// A message is visible when its effective visibility time (the claim's
+// VisibleAtMs if non-zero, else the message's) is not after now. It is
+// claimable when it is visible and it has no claim, or its claim has an empty
+// token, or its claim's lease has expired, and the claim's State is empty.
+//
+// # Mutual exclusion
+//
+// Claims are read, checked and written only while the message's shard lock
+// (an flock on locks/<NN>.lock, taken through [vfs.FS.Lock] / [vfs.FS.TryLock],
+// which also excludes goroutines of one process) is held, and the clock is
+// read after the lock is held, so a lease is never computed before waiting
+// and never handed out already expired. The flock, not a write-then-verify
+// read, is the mutual exclusion: of two processes racing for one message,
+// the second to get the flock reads the first one's claim and skips the
+// message. The kernel releases an flock when its holder dies, so a killed
+// process never leaves a stale lock; its leases simply expire.
+//
+// # Crash analysis
+//
+// Below, "kill -9" means the process dies but the kernel (and its page cache)
+// survives; "power loss" means everything not fsynced may be lost.
+//
+// [Queue.Enqueue] uses [vfs.CreateExclusive]:
+//
+//  1. write <dir>/.tmp-<name>.json-<uuid> and fsync it. A crash here leaves a
+//     missing, empty or partial temporary file: it does not match the message
+//     pattern, nobody reads it, and Sweep removes it.
+//  2. link(2) it to <dir>/<name>.json (EEXIST: the name is taken; Enqueue
+//     fails, or retries with a fresh name if it chose the name). A partially
+//     written message never becomes visible, because the file gets its final
+//     name only after its content is fsynced. After a kill -9 right after the
+//     link, the message is complete and visible, and the temporary name is a
+//     second hard link that Sweep removes without affecting the message.
+//  3. unlink the temporary name.
+//  4. fsync <dir>. Before this, a power loss may drop the new entry: the
+//     message is then gone, but Enqueue had not returned, so nobody relied on
+//     it. After it, the message is durable.
+//
+// [Queue.Stage] writes a temporary file, fsyncs it and renames it to
+// .staged-<name>.json, without a directory fsync (the caller stages a batch,
+// calls [Queue.SyncDir] once, and only then writes its commit record). The
+// staged name therefore refers either to nothing or to complete content. A
+// staged file lost to a power loss before SyncDir belongs to a commit that
+// was never recorded. [Queue.Publish] renames .staged-<name>.json to
+// <name>.json in the same directory: at every instant exactly one of the two
+// names exists, so after a kill -9 a redo either finds the staged file and
+// publishes it, or finds it gone and returns false. Because publishing
+// consumes the staged file, a redo cannot resurrect a message that a
+// consumer already took and deleted. Publish does not fsync the directory;
+// the caller calls SyncDir before it forgets its commit record (after a
+// power loss before that, the staged file may be back and the redo publishes
+// it again). Journaling file systems (ext4, xfs) persist operations on one
+// directory in order, so a consumer's durable delete of <name>.json implies
+// that the rename that created it is durable too.
+//
+// [Queue.Delete] unlinks <name>.json first and claims/<name>.json second,
+// without directory fsyncs (the caller calls SyncDir and SyncClaimsDir once
+// per batch). A kill -9 between the two leaves an orphan claim with no
+// message; Sweep removes it (unless the caller gave it a State). The
+// opposite order would be wrong: a crash after removing only the claim would
+// leave a visible, unclaimed message that would be delivered again. A power
+// loss before the caller's SyncDir may undo the unlink; the message is then
+// delivered again (at-least-once), which is why callers make redo idempotent
+// and consumers de-duplicate by name.
+//
+// [Queue.ClaimNext], [Queue.Renew] and [Queue.Abandon] change a claim with
+// [vfs.WriteFile] (temporary file, fsync, rename over claims/<name>.json,
+// fsync claims/) under the shard flock:
+//
+//   - A crash before the rename leaves the previous claim in place and a
+//     temporary file for Sweep: no one got the message (ClaimNext), the lease
+//     was not extended (Renew) or the message stays locked until its lease
+//     expires (Abandon); none of these calls returned success.
+//   - A kill -9 after the rename but before the call returns leaves the new
+//     claim. For ClaimNext nobody holds it, so the message is redelivered
+//     when the lease expires, with Attempt incremented once more: Attempt
+//     counts handed-out leases, including those lost to crashes.
+//   - A power loss before the directory fsync may lose the new claim. A lost
+//     claim only means the message is delivered again (at-least-once): the
+//     old holder's later Renew or Abandon fails with [ErrNotHolder] once
+//     someone else has claimed the message, and its ack must check its token
+//     under [Queue.WithClaim].
+//   - ClaimNext verifies that the message still exists after writing the
+//     claim; if it vanished (deleted concurrently), it removes the claim and
+//     moves on, so it never returns a claim for a deleted message that it
+//     could have noticed. If the lease turns out to be expired right after
+//     the write (a clock jump or a very short lockFor), the previous claim is
+//     restored and the message is skipped, so ClaimNext never returns an
+//     expired lease.
+//
+// Leases are wall-clock deadlines. A clock that steps forward expires leases
+// early (another process may then claim a message that is still being
+// worked on: at-least-once); one that steps back lengthens them.
+//
+// # Caching
+//
+// [Queue.List] keeps an in-memory index of message headers. It re-reads the
+// directory only when the directory's mtime changed since the last listing,
+// or the last listing was taken less than 50 ms after that mtime (ext4
+// timestamps are coarse, so a file added in the same tick as the listing
+// would not change the mtime; the margin makes the cache safe), and it reads
+// only the files it has not seen. ClaimNext caches the listing of claims/ and
+// parsed claim files the same way, keyed by the claim file's identity (inode,
+// size, mtime). These comparisons are between file-system timestamps and the
+// real time ([time.Now]), not the injected clock. The caches only decide
+// which messages are worth trying: every decision to hand out a message is
+// made on a fresh read of its claim under the shard flock.
+package fsqueue

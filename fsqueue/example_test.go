@@ -1,0 +1,93 @@
+package fsqueue_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+func ExampleQueue() {
+	dir, err := os.MkdirTemp("", "fsqueue-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+
+	clk := clock.NewManual(time.Now())
+	q, err := fsqueue.Open(vfs.OS{}, dir, fsqueue.Options{Clock: clk})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+
+	// One message visible now, one a minute from now.
+	if _, err := q.Enqueue(fsqueue.Message{
+		Attrs:   map[string]string{"instance": "order-1"},
+		Payload: json.RawMessage(`{"step":1}`),
+	}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := q.Enqueue(fsqueue.Message{
+		VisibleAtMs: clock.Ms(clk.Now().Add(time.Minute)),
+		Attrs:       map[string]string{"instance": "order-2"},
+		Payload:     json.RawMessage(`{"step":2}`),
+	}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	entries, _ := q.List()
+	for _, e := range entries {
+		fmt.Println("queued:", e.Attrs["instance"])
+	}
+
+	// Peek-lock the first visible message, then acknowledge it by deleting it.
+	c, err := q.ClaimNext(ctx, "worker-1", 30*time.Second, nil)
+	if err != nil || c == nil {
+		fmt.Println("claim:", c, err)
+		return
+	}
+	fmt.Printf("claimed %s %s attempt %d\n", c.Message.Attrs["instance"], c.Message.Payload, c.Claim.Attempt)
+	next, _ := q.ClaimNext(ctx, "worker-1", 30*time.Second, nil)
+	fmt.Println("next before its time:", next)
+	if err := q.Delete(c.Message.Name); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := q.SyncDir(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := q.SyncClaimsDir(); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// A minute later the delayed message is visible. Abandoning it makes it
+	// visible again at once, with the next attempt number.
+	clk.Advance(time.Minute)
+	c, _ = q.ClaimNext(ctx, "worker-1", 30*time.Second, nil)
+	fmt.Printf("claimed %s attempt %d\n", c.Message.Attrs["instance"], c.Claim.Attempt)
+	if err := q.Abandon(ctx, c.Claim.Token, 0, false); err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, _ = q.ClaimNext(ctx, "worker-2", 30*time.Second, nil)
+	fmt.Printf("claimed %s attempt %d by %s\n", c.Message.Attrs["instance"], c.Claim.Attempt, c.Claim.Owner)
+
+	// Output:
+	// queued: order-1
+	// queued: order-2
+	// claimed order-1 {"step":1} attempt 1
+	// next before its time: <nil>
+	// claimed order-2 attempt 1
+	// claimed order-2 attempt 2 by worker-2
+}

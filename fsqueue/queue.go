@@ -1,0 +1,643 @@
+package fsqueue
+
+import (
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+// Errors returned by the queue. They are permanent: retrying the same call
+// gives the same answer.
+var (
+	// ErrNotHolder means the token does not match the message's current
+	// claim: the lease was never ours, was abandoned, or was taken over
+	// after it expired.
+	ErrNotHolder = errors.New("fsqueue: not the claim holder")
+	// ErrExpired means the token still matches but the lease has expired.
+	ErrExpired = errors.New("fsqueue: claim expired")
+	// ErrNotFound means the message does not exist.
+	ErrNotFound = errors.New("fsqueue: message not found")
+	// ErrInvalidName means a message name is not a 26-character upper-case
+	// ULID, or a token does not start with one.
+	ErrInvalidName = errors.New("fsqueue: invalid message name")
+)
+
+const (
+	defaultShards = 64
+	maxShards     = 256
+
+	claimsDirName = "claims"
+	locksDirName  = "locks"
+	configName    = "fsqueue.json"
+	stagedPrefix  = ".staged-"
+	msgSuffix     = ".json"
+
+	// mtimeMargin is how long after a directory's mtime a listing must have
+	// started for the listing to be trusted while the mtime stays the same.
+	mtimeMargin = 50 * time.Millisecond
+
+	// enqueueNameRetries bounds the retries of Enqueue with a fresh name when
+	// a generated name is already taken.
+	enqueueNameRetries = 3
+)
+
+// Message is one queue message as stored in <name>.json.
+type Message struct {
+	// Name is the message's ULID; it orders messages (FIFO).
+	Name string `json:"name"`
+	// VisibleAtMs is when the message becomes visible (ms since the epoch);
+	// 0 or a past time means at once.
+	VisibleAtMs int64 `json:"visible_at_ms"`
+	// EnqueuedAtMs is when the message was enqueued (ms since the epoch).
+	EnqueuedAtMs int64 `json:"enqueued_at_ms"`
+	// Attrs are small routing attributes the caller filters on (for
+	// example "instance", "session", "tag").
+	Attrs map[string]string `json:"attrs,omitempty"`
+	// Payload is the message body, any JSON value.
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Entry is a message header from the in-memory index built by [Queue.List].
+type Entry struct {
+	// Name is the message's ULID.
+	Name string
+	// VisibleAtMs is the message's visibility time (ms since the epoch).
+	VisibleAtMs int64
+	// EnqueuedAtMs is the message's enqueue time (ms since the epoch).
+	EnqueuedAtMs int64
+	// Attrs is shared with the queue's index: callers must not mutate it.
+	Attrs map[string]string
+}
+
+// Options configures [Open].
+type Options struct {
+	// Clock tells the time for visibility and leases; nil means the system
+	// clock.
+	Clock clock.Clock
+	// Shards is the number of shard lock files (1..256). 0 means the number
+	// recorded in the queue directory, or 64 for a new queue. A non-zero
+	// value that differs from the recorded one is an error: processes that
+	// disagree on sharding would not exclude each other.
+	Shards int
+	// Logger receives warnings about unreadable files; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Queue is a message queue in one directory. It is safe for concurrent use
+// by goroutines, and several processes may open the same directory.
+type Queue struct {
+	fsys      vfs.FS
+	dir       string
+	claimsDir string
+	locksDir  string
+	clock     clock.Clock
+	shards    int
+	log       *slog.Logger
+
+	list   listCache
+	msgs   msgCache
+	claims claimCache
+}
+
+// listCache is the in-memory index of message headers.
+type listCache struct {
+	mu       sync.Mutex
+	valid    bool
+	mtime    time.Time // mtime of dir observed by the last listing
+	listedAt time.Time // real time taken before that listing's Stat
+	index    map[string]Entry
+	bad      map[string]struct{} // unreadable message files, not retried until they vanish
+	sorted   []Entry
+}
+
+// msgCache holds parsed messages read by Get (message files are immutable).
+type msgCache struct {
+	mu sync.Mutex
+	m  map[string]Message
+}
+
+type queueConfig struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	Shards  int    `json:"shards"`
+}
+
+// Open opens (creating if needed) the queue in dir: it creates dir, claims/
+// and locks/ and records the shard count in fsqueue.json.
+func Open(fsys vfs.FS, dir string, opts Options) (*Queue, error) {
+	if opts.Shards < 0 || opts.Shards > maxShards {
+		return nil, fmt.Errorf("fsqueue: open %s: shards %d out of range 1..%d", dir, opts.Shards, maxShards)
+	}
+	q := &Queue{
+		fsys:      fsys,
+		dir:       dir,
+		claimsDir: filepath.Join(dir, claimsDirName),
+		locksDir:  filepath.Join(dir, locksDirName),
+		clock:     opts.Clock,
+		log:       opts.Logger,
+	}
+	if q.clock == nil {
+		q.clock = clock.System{}
+	}
+	if q.log == nil {
+		q.log = slog.Default()
+	}
+	for _, d := range []string{dir, q.claimsDir, q.locksDir} {
+		if err := fsys.MkdirAll(d, vfs.DirPerm); err != nil {
+			return nil, fmt.Errorf("fsqueue: open %s: %w", dir, err)
+		}
+	}
+	// Make the directories themselves durable (cheap when nothing is dirty).
+	for _, d := range []string{filepath.Dir(filepath.Clean(dir)), dir} {
+		if err := fsys.SyncDir(d); err != nil {
+			return nil, fmt.Errorf("fsqueue: open %s: sync dir: %w", dir, err)
+		}
+	}
+	shards, err := q.loadConfig(opts.Shards)
+	if err != nil {
+		return nil, err
+	}
+	q.shards = shards
+	return q, nil
+}
+
+// loadConfig reads fsqueue.json, creating it with want (or the default)
+// shards if it does not exist, and returns the shard count to use.
+func (q *Queue) loadConfig(want int) (int, error) {
+	path := filepath.Join(q.dir, configName)
+	for range 2 {
+		data, err := q.fsys.ReadFile(path)
+		if err == nil {
+			var cfg queueConfig
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				return 0, fmt.Errorf("fsqueue: open %s: corrupt %s: %w", q.dir, configName, err)
+			}
+			if cfg.Format != "fsqueue" || cfg.Version != 1 {
+				return 0, fmt.Errorf("fsqueue: open %s: unsupported format %q version %d", q.dir, cfg.Format, cfg.Version)
+			}
+			if cfg.Shards < 1 || cfg.Shards > maxShards {
+				return 0, fmt.Errorf("fsqueue: open %s: recorded shards %d out of range", q.dir, cfg.Shards)
+			}
+			if want != 0 && want != cfg.Shards {
+				return 0, fmt.Errorf("fsqueue: open %s: Shards %d differs from the queue's recorded %d", q.dir, want, cfg.Shards)
+			}
+			return cfg.Shards, nil
+		}
+		if !vfs.IsNotExist(err) {
+			return 0, fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
+		}
+		n := want
+		if n == 0 {
+			n = defaultShards
+		}
+		body, err := json.Marshal(queueConfig{Format: "fsqueue", Version: 1, Shards: n})
+		if err != nil {
+			return 0, fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
+		}
+		err = vfs.CreateExclusive(q.fsys, path, body, false)
+		if err == nil {
+			return n, nil
+		}
+		if !vfs.IsExist(err) {
+			return 0, fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
+		}
+		// Another process created it first: read theirs.
+	}
+	return 0, fmt.Errorf("fsqueue: open %s: cannot read or create %s", q.dir, configName)
+}
+
+// Dir returns the queue directory.
+func (q *Queue) Dir() string { return q.dir }
+
+// ---------------------------------------------------------------------------
+// Names
+
+// nameGen is the process-global ULID source: one LockedMonotonicReader over
+// crypto/rand, and the last timestamp used, so that names are strictly
+// increasing within the process even if a clock steps back.
+var nameGen = struct {
+	mu      sync.Mutex
+	lastMs  uint64
+	entropy *ulid.LockedMonotonicReader
+}{entropy: &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(crand.Reader, 0)}}
+
+// NewName returns a fresh message name: a ULID whose time is q's clock
+// (or, if any clock of this process has stepped back, the latest time used
+// so far), with crypto-random monotonic entropy shared by the whole process.
+// Names are strictly increasing within a process; across processes they are
+// ordered by millisecond only. It returns "" only if the clock is beyond the
+// ULID time range (year 10889).
+func (q *Queue) NewName() string { return newName(q.clock.Now()) }
+
+func newName(now time.Time) string {
+	var ms uint64
+	if now.UnixMilli() > 0 {
+		ms = ulid.Timestamp(now)
+	}
+	nameGen.mu.Lock()
+	defer nameGen.mu.Unlock()
+	ms = max(ms, nameGen.lastMs)
+	for ms <= ulid.MaxTime() {
+		id, err := ulid.New(ms, nameGen.entropy)
+		if err == nil {
+			nameGen.lastMs = ms
+			return id.String()
+		}
+		if !errors.Is(err, ulid.ErrMonotonicOverflow) {
+			return ""
+		}
+		ms++ // 2^80 names in one ms exhausted: move to the next ms
+	}
+	return ""
+}
+
+// validName reports whether s is a canonical (upper-case) ULID string.
+func validName(s string) bool {
+	if len(s) != ulid.EncodedSize {
+		return false
+	}
+	id, err := ulid.ParseStrict(s)
+	return err == nil && id.String() == s
+}
+
+// nameFromFile returns the message name of a directory entry
+// "<ULID>.json", or ok=false for anything else.
+func nameFromFile(file string) (string, bool) {
+	name, ok := strings.CutSuffix(file, msgSuffix)
+	if !ok || !validName(name) {
+		return "", false
+	}
+	return name, true
+}
+
+func checkName(name string) error {
+	if !validName(name) {
+		return fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
+	return nil
+}
+
+func (q *Queue) msgPath(name string) string { return filepath.Join(q.dir, name+msgSuffix) }
+func (q *Queue) stagedPath(name string) string {
+	return filepath.Join(q.dir, stagedPrefix+name+msgSuffix)
+}
+func (q *Queue) claimPath(name string) string { return filepath.Join(q.claimsDir, name+msgSuffix) }
+
+func (q *Queue) lockPath(name string) string {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return filepath.Join(q.locksDir, fmt.Sprintf("%02x.lock", h.Sum32()%uint32(q.shards)))
+}
+
+// ---------------------------------------------------------------------------
+// Writing messages
+
+// encode validates m and returns its file content. It fills EnqueuedAtMs.
+func (q *Queue) encode(m *Message) ([]byte, error) {
+	if err := checkName(m.Name); err != nil {
+		return nil, err
+	}
+	if m.EnqueuedAtMs == 0 {
+		m.EnqueuedAtMs = clock.Ms(q.clock.Now())
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("fsqueue: encode message %s: %w", m.Name, err)
+	}
+	return data, nil
+}
+
+// Enqueue durably publishes m as <name>.json if that name is free, and
+// returns the name. If m.Name is empty a fresh name is assigned (and a new
+// one tried if it is taken); otherwise it must be a valid ULID
+// ([ErrInvalidName]) that is not in use (an error wrapping fs.ErrExist).
+// A zero EnqueuedAtMs is set to now. When Enqueue returns nil the message is
+// durable (if the FS syncs).
+func (q *Queue) Enqueue(m Message) (name string, err error) {
+	auto := m.Name == ""
+	for attempt := 0; ; attempt++ {
+		if auto {
+			m.Name = q.NewName()
+		}
+		data, err := q.encode(&m)
+		if err != nil {
+			return "", err
+		}
+		err = vfs.CreateExclusive(q.fsys, q.msgPath(m.Name), data, false)
+		if err == nil {
+			return m.Name, nil
+		}
+		if !auto || !vfs.IsExist(err) || attempt >= enqueueNameRetries {
+			return "", fmt.Errorf("fsqueue: enqueue %s: %w", m.Name, err)
+		}
+	}
+}
+
+// Stage writes m (whose Name must be set) as .staged-<name>.json: complete
+// and fsynced under a temporary name, then renamed, so the staged name never
+// refers to partial content. It does not fsync the directory: stage a batch,
+// call [Queue.SyncDir] once, then record the commit, then [Queue.Publish].
+// Staged files are invisible to List and ClaimNext. A zero EnqueuedAtMs is
+// set to now.
+func (q *Queue) Stage(m Message) error {
+	data, err := q.encode(&m)
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileNoDirSync(q.fsys, q.stagedPath(m.Name), data); err != nil {
+		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// Publish renames .staged-<name>.json to <name>.json (one directory, so one
+// [Queue.SyncDir] covers both entries; Publish does not sync). If the staged
+// file does not exist it returns (false, nil): the message was already
+// published (and may have been consumed since), so a redo never resurrects a
+// consumed message.
+func (q *Queue) Publish(name string) (published bool, err error) {
+	if err := checkName(name); err != nil {
+		return false, err
+	}
+	if err := q.fsys.Rename(q.stagedPath(name), q.msgPath(name)); err != nil {
+		if vfs.IsNotExist(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("fsqueue: publish %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// Unstage removes a staged message; a missing file is not an error. It does
+// not sync the directory.
+func (q *Queue) Unstage(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := q.fsys.Remove(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("fsqueue: unstage %s: %w", name, err)
+	}
+	return nil
+}
+
+// SyncDir fsyncs the queue directory, making creates, renames (Publish) and
+// unlinks (Delete) in it durable.
+func (q *Queue) SyncDir() error {
+	if err := q.fsys.SyncDir(q.dir); err != nil {
+		return fmt.Errorf("fsqueue: sync %s: %w", q.dir, err)
+	}
+	return nil
+}
+
+// SyncClaimsDir fsyncs claims/, making claim removals by Delete durable.
+func (q *Queue) SyncClaimsDir() error {
+	if err := q.fsys.SyncDir(q.claimsDir); err != nil {
+		return fmt.Errorf("fsqueue: sync %s: %w", q.claimsDir, err)
+	}
+	return nil
+}
+
+// Delete removes <name>.json and then claims/<name>.json; missing files are
+// not an error. It does not sync: call [Queue.SyncDir] and
+// [Queue.SyncClaimsDir] (once per batch). The message goes first so that a
+// crash in between leaves at worst an orphan claim (removed by Sweep), never
+// an unclaimed message that would be delivered again.
+func (q *Queue) Delete(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
+	}
+	q.forget(name)
+	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteMessage unlinks only the message file (ENOENT is success), without a
+// directory fsync. With DeleteClaim it lets a caller sync the message
+// directory between the two unlinks, so that after a power loss the claim
+// (which may be the caller's commit record) can never be gone while the
+// message it covers comes back.
+func (q *Queue) DeleteMessage(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
+	}
+	q.forget(name)
+	return nil
+}
+
+// DeleteClaim unlinks only the claim file (ENOENT is success), without a
+// directory fsync (see DeleteMessage).
+func (q *Queue) DeleteClaim(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
+	}
+	return nil
+}
+
+// forget drops name from the in-memory caches (it was deleted or vanished).
+func (q *Queue) forget(name string) {
+	q.msgs.mu.Lock()
+	delete(q.msgs.m, name)
+	q.msgs.mu.Unlock()
+	q.list.mu.Lock()
+	if _, ok := q.list.index[name]; ok {
+		delete(q.list.index, name)
+		q.list.valid = false
+		q.list.sorted = nil
+	}
+	q.list.mu.Unlock()
+}
+
+// ---------------------------------------------------------------------------
+// Reading messages
+
+// Get returns a message. Message files are immutable, so the result is
+// cached after the first read; a cached message may be returned after
+// another process deleted it (use [ClaimGuard.MessageExists] to check
+// existence). A missing message gives an error wrapping both [ErrNotFound]
+// and fs.ErrNotExist.
+func (q *Queue) Get(name string) (Message, error) {
+	if err := checkName(name); err != nil {
+		return Message{}, err
+	}
+	q.msgs.mu.Lock()
+	m, ok := q.msgs.m[name]
+	q.msgs.mu.Unlock()
+	if ok {
+		return cloneMessage(m), nil
+	}
+	data, err := q.fsys.ReadFile(q.msgPath(name))
+	if err != nil {
+		if vfs.IsNotExist(err) {
+			return Message{}, fmt.Errorf("fsqueue: get %s: %w: %w", name, ErrNotFound, err)
+		}
+		return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Message{}, fmt.Errorf("fsqueue: get %s: corrupt message file: %w", name, err)
+	}
+	if m.Name != name {
+		return Message{}, fmt.Errorf("fsqueue: get %s: corrupt message file: name %q", name, m.Name)
+	}
+	q.msgs.mu.Lock()
+	if q.msgs.m == nil {
+		q.msgs.m = map[string]Message{}
+	}
+	q.msgs.m[name] = m
+	q.msgs.mu.Unlock()
+	return cloneMessage(m), nil
+}
+
+func cloneMessage(m Message) Message {
+	m.Attrs = maps.Clone(m.Attrs)
+	m.Payload = slices.Clone(m.Payload)
+	return m
+}
+
+// msgHeader is the part of a message file the index needs.
+type msgHeader struct {
+	Name         string            `json:"name"`
+	VisibleAtMs  int64             `json:"visible_at_ms"`
+	EnqueuedAtMs int64             `json:"enqueued_at_ms"`
+	Attrs        map[string]string `json:"attrs"`
+}
+
+// List returns the headers of all messages (visible or not, claimed or not),
+// sorted by Name, that is in FIFO order. It keeps an index in memory and
+// re-reads the directory only when it may have changed (see the package
+// documentation), reading only files it has not seen before. The returned
+// slice is the caller's; the Attrs maps are shared and must not be mutated.
+func (q *Queue) List() ([]Entry, error) {
+	c := &q.list
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t0 := time.Now() // real time: compared with file-system timestamps
+	fi, err := q.fsys.Stat(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	}
+	mtime := fi.ModTime()
+	if c.valid && mtime.Equal(c.mtime) && c.listedAt.Sub(c.mtime) >= mtimeMargin {
+		return slices.Clone(c.sorted), nil
+	}
+	files, err := q.fsys.ReadDirNames(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	}
+	if c.index == nil {
+		c.index = map[string]Entry{}
+		c.bad = map[string]struct{}{}
+	}
+	seen := make(map[string]struct{}, len(files))
+	changed := c.sorted == nil
+	for _, f := range files {
+		name, ok := nameFromFile(f)
+		if !ok {
+			continue
+		}
+		if _, ok := c.index[name]; ok {
+			seen[name] = struct{}{}
+			continue
+		}
+		if _, ok := c.bad[name]; ok {
+			seen[name] = struct{}{}
+			continue
+		}
+		e, err := q.readHeader(name)
+		if err != nil {
+			if vfs.IsNotExist(err) {
+				continue // deleted since the readdir
+			}
+			if errors.Is(err, errCorrupt) {
+				q.log.Warn("fsqueue: skipping unreadable message file", "dir", q.dir, "name", name, "err", err)
+				c.bad[name] = struct{}{}
+				seen[name] = struct{}{}
+				continue
+			}
+			return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+		}
+		c.index[name] = e
+		seen[name] = struct{}{}
+		changed = true
+	}
+	for name := range c.index {
+		if _, ok := seen[name]; !ok {
+			delete(c.index, name)
+			changed = true
+		}
+	}
+	for name := range c.bad {
+		if _, ok := seen[name]; !ok {
+			delete(c.bad, name)
+		}
+	}
+	// Drop cached bodies of vanished messages (also those only ever Get).
+	q.msgs.mu.Lock()
+	for name := range q.msgs.m {
+		if _, ok := seen[name]; !ok {
+			delete(q.msgs.m, name)
+		}
+	}
+	q.msgs.mu.Unlock()
+	if changed {
+		c.sorted = slices.SortedFunc(maps.Values(c.index), func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	}
+	c.mtime, c.listedAt, c.valid = mtime, t0, true
+	return slices.Clone(c.sorted), nil
+}
+
+// errCorrupt marks a file that exists but cannot be parsed.
+var errCorrupt = errors.New("corrupt file")
+
+func (q *Queue) readHeader(name string) (Entry, error) {
+	data, err := q.fsys.ReadFile(q.msgPath(name))
+	if err != nil {
+		return Entry{}, err
+	}
+	var h msgHeader
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", errCorrupt, err)
+	}
+	if h.Name != name {
+		return Entry{}, fmt.Errorf("%w: name field %q", errCorrupt, h.Name)
+	}
+	return Entry{Name: name, VisibleAtMs: h.VisibleAtMs, EnqueuedAtMs: h.EnqueuedAtMs, Attrs: h.Attrs}, nil
+}
+
+// Invalidate forgets the cached listings, so the next List (and ClaimNext)
+// re-reads the directories. Already parsed message headers are kept: message
+// files are immutable.
+func (q *Queue) Invalidate() {
+	q.list.mu.Lock()
+	q.list.valid = false
+	q.list.mu.Unlock()
+	q.claims.mu.Lock()
+	q.claims.setValid = false
+	q.claims.entries = nil
+	q.claims.mu.Unlock()
+}

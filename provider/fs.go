@@ -1,0 +1,275 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
+)
+
+// Durability selects what an acknowledged call survives.
+type Durability int
+
+const (
+	// Durable fsyncs files and their directories before a call returns:
+	// committed data survives kill -9 and power loss. The default.
+	Durable Durability = iota
+	// ProcessCrashSafe never fsyncs: committed data survives kill -9 of any
+	// process (the kernel's page cache outlives it) but not power loss or an
+	// OS crash.
+	ProcessCrashSafe
+)
+
+// String returns "durable" or "process-crash-safe".
+func (d Durability) String() string {
+	if d == ProcessCrashSafe {
+		return "process-crash-safe"
+	}
+	return "durable"
+}
+
+// Options configure Open. The zero value is a durable provider on the real
+// file system and clock.
+type Options struct {
+	// Durability is Durable (default) or ProcessCrashSafe.
+	Durability Durability
+	// Clock is the wall clock (tests inject a manual one). Nil means the system clock.
+	Clock clock.Clock
+	// Logger receives recovery and sweep logs. Nil means slog.Default().
+	Logger *slog.Logger
+	// FS is the file system (an internal hook: tests inject faults, count
+	// fsyncs or simulate power loss). Nil means the OS file system.
+	FS vfs.FS
+	// Owner names this process in lease files (default "pid@host/uuid").
+	Owner string
+	// SweepInterval is how often a background sweep finishes commits left by
+	// dead processes and removes stale temporary files. Zero means 2 s;
+	// negative disables the background sweep (Open still recovers once).
+	SweepInterval time.Duration
+	// PollInterval is how often a long-polling fetch re-checks the queue for
+	// work enqueued by other processes. Zero means 10 ms. Work enqueued by
+	// this process wakes fetches at once.
+	PollInterval time.Duration
+}
+
+// FSProvider is the filesystem Provider. Create it with Open; it is safe for
+// concurrent use by goroutines and by other processes that Open the same
+// directory.
+type FSProvider struct {
+	dir        string
+	fs         vfs.FS // durability applied (NoSync in ProcessCrashSafe mode)
+	leaseFS    vfs.FS // never syncs: leases are not durable state (see leases.go)
+	clk        clock.Clock
+	log        *slog.Logger
+	owner      string
+	durability Durability
+	poll       time.Duration
+
+	leases *lease.Store
+	orchQ  *fsqueue.Queue
+	workQ  *fsqueue.Queue
+
+	notifyMu sync.Mutex
+	notifyCh chan struct{}
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+
+	stats recoveryStats
+}
+
+var _ Provider = (*FSProvider)(nil)
+
+// formatFile is the content of <dir>/FORMAT.
+type formatFile struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+}
+
+// FormatVersion is the on-disk format major version this code reads and writes.
+const FormatVersion = 1
+
+// Open opens (creating if needed) a durofs directory and recovers any commit
+// a dead process left half-applied. Several processes may Open the same
+// directory at once.
+func Open(dir string, opts Options) (*FSProvider, error) {
+	base := opts.FS
+	if base == nil {
+		base = vfs.OS{}
+	}
+	fsys := base
+	if opts.Durability == ProcessCrashSafe {
+		fsys = vfs.NoSync(base)
+	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.System{}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	owner := opts.Owner
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = strconv.Itoa(os.Getpid()) + "@" + host + "/" + uuid.NewString()[:8]
+	}
+	poll := opts.PollInterval
+	if poll <= 0 {
+		poll = 10 * time.Millisecond
+	}
+	p := &FSProvider{
+		dir: dir, fs: fsys, leaseFS: vfs.NoSync(base), clk: clk, log: log, owner: owner,
+		durability: opts.Durability, poll: poll,
+		notifyCh: make(chan struct{}), stop: make(chan struct{}),
+	}
+	if err := p.initLayout(); err != nil {
+		return nil, err
+	}
+	p.leases = lease.NewStore(p.leaseFS, clk)
+	var err error
+	if p.orchQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "orchestrator"), fsqueue.Options{Clock: clk, Logger: log}); err != nil {
+		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	}
+	if p.workQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "worker"), fsqueue.Options{Clock: clk, Logger: log}); err != nil {
+		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
+	}
+	interval := opts.SweepInterval
+	if interval == 0 {
+		interval = 2 * time.Second
+	}
+	if interval > 0 {
+		p.wg.Add(1)
+		go p.sweepLoop(interval)
+	}
+	return p, nil
+}
+
+// initLayout creates the top-level folders and checks FORMAT.
+func (p *FSProvider) initLayout() error {
+	for _, d := range []string{"instances", "commits", "quarantine", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
+		if err := p.mkdirDurable(filepath.Join(p.dir, d)); err != nil {
+			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+		}
+	}
+	path := filepath.Join(p.dir, "FORMAT")
+	data, err := p.fs.ReadFile(path)
+	if vfs.IsNotExist(err) {
+		want, _ := jsonMarshal(formatFile{Format: "durofs", Version: FormatVersion})
+		if err := vfs.CreateExclusive(p.fs, path, want, false); err != nil && !errors.Is(err, vfs.ErrExist) {
+			return fmt.Errorf("durofs: open %s: write FORMAT: %w", p.dir, err)
+		}
+		data, err = p.fs.ReadFile(path)
+	}
+	if err != nil {
+		return fmt.Errorf("durofs: open %s: read FORMAT: %w", p.dir, err)
+	}
+	var f formatFile
+	if err := jsonUnmarshal(data, &f); err != nil || f.Format != "durofs" {
+		return fmt.Errorf("durofs: open %s: %s is not a durofs FORMAT file", p.dir, path)
+	}
+	if f.Version != FormatVersion {
+		return fmt.Errorf("durofs: open %s: on-disk format version %d is not supported (this build reads version %d)", p.dir, f.Version, FormatVersion)
+	}
+	return nil
+}
+
+// mkdirDurable creates dir (and parents) and makes the new entries durable by
+// fsyncing each parent whose child was created.
+func (p *FSProvider) mkdirDurable(dir string) error {
+	if _, err := p.fs.Stat(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := p.mkdirDurable(parent); err != nil {
+			return err
+		}
+	}
+	if err := p.fs.MkdirAll(dir, vfs.DirPerm); err != nil {
+		return err
+	}
+	return p.fs.SyncDir(parent)
+}
+
+// Close stops the background sweeper. It does not release leases: an
+// in-flight item simply expires, as it would if the process died.
+func (p *FSProvider) Close() error {
+	p.stopOnce.Do(func() { close(p.stop) })
+	p.wg.Wait()
+	return nil
+}
+
+// Name implements Provider.
+func (p *FSProvider) Name() string { return "durofs" }
+
+// Version implements Provider.
+func (p *FSProvider) Version() string { return "0.1.0" }
+
+// Dir returns the provider's directory.
+func (p *FSProvider) Dir() string { return p.dir }
+
+// Durability returns the provider's durability mode.
+func (p *FSProvider) Durability() Durability { return p.durability }
+
+func (p *FSProvider) nowMs() int64 { return clock.Ms(p.clk.Now()) }
+
+// notify wakes this process's long-polling fetches.
+func (p *FSProvider) notify() {
+	p.notifyMu.Lock()
+	close(p.notifyCh)
+	p.notifyCh = make(chan struct{})
+	p.notifyMu.Unlock()
+}
+
+func (p *FSProvider) notifyChan() <-chan struct{} {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	return p.notifyCh
+}
+
+// waitForWork blocks until this process enqueues something, the poll
+// interval passes (other processes' work), the deadline passes, or ctx ends.
+// It returns false when the caller should stop polling.
+func (p *FSProvider) waitForWork(ctx context.Context, ch <-chan struct{}, deadline time.Time) bool {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return false
+	}
+	if left > p.poll {
+		left = p.poll
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	case <-p.stop:
+		return false
+	}
+	return time.Now().Before(deadline)
+}
+
+// Admin implements Provider. The management capability is not part of this
+// build yet, so the filesystem provider reports that it has none.
+func (p *FSProvider) Admin() (Admin, bool) { return nil, false }

@@ -1,0 +1,527 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/lease"
+)
+
+// orchState is the orchestrator-queue state of one instance, kept in the
+// Data of its lease file and changed only under the instance flock:
+//
+//   - Batch: the messages locked by the current (or last) fetch; an ack
+//     deletes exactly these, so late arrivals stay queued;
+//   - Attempts: per message, how many fetches included it;
+//   - Delayed: per message, a visible-at pushed back by an abandon with delay.
+//
+// Like the lease itself it is not fsynced (see leases.go): after a power loss
+// it may revert, which only lowers attempt counts or cancels a delay.
+type orchState struct {
+	Batch    []string          `json:"batch,omitempty"`
+	Attempts map[string]uint32 `json:"attempts,omitempty"`
+	Delayed  map[string]int64  `json:"delayed,omitempty"`
+}
+
+func decodeOrchState(l lease.Lease) orchState {
+	var st orchState
+	if len(l.Data) > 0 {
+		if err := json.Unmarshal(l.Data, &st); err != nil {
+			// An unreadable queue state loses attempt counts and delays only.
+			st = orchState{}
+		}
+	}
+	if st.Attempts == nil {
+		st.Attempts = map[string]uint32{}
+	}
+	if st.Delayed == nil {
+		st.Delayed = map[string]int64{}
+	}
+	return st
+}
+
+func (st orchState) encode() json.RawMessage {
+	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 {
+		return nil
+	}
+	b, _ := jsonMarshal(st)
+	return b
+}
+
+// prune forgets state of messages that no longer exist.
+func (st *orchState) prune(exists map[string]bool) {
+	for n := range st.Attempts {
+		if !exists[n] {
+			delete(st.Attempts, n)
+		}
+	}
+	for n := range st.Delayed {
+		if !exists[n] {
+			delete(st.Delayed, n)
+		}
+	}
+}
+
+// Attribute keys of orchestrator and worker messages.
+const (
+	attrInstance = "instance"
+	attrKey      = "ikey"
+	attrKind     = "kind"
+	attrExec     = "exec"
+	attrActivity = "act"
+	attrSession  = "session"
+	attrTag      = "tag"
+	attrSource   = "src" // key of the instance (or "w:"+worker message) whose commit staged it
+)
+
+// orchMessage builds the queue message for an orchestrator-bound item.
+func (p *FSProvider) orchMessage(item WorkItem, visibleAtMs, nowMs int64, source string) (fsqueue.Message, error) {
+	payload, err := MarshalWorkItem(item)
+	if err != nil {
+		return fsqueue.Message{}, err
+	}
+	inst := TargetInstance(item)
+	attrs := map[string]string{attrInstance: inst, attrKey: instanceKey(inst), attrKind: item.Kind()}
+	if source != "" {
+		attrs[attrSource] = source
+	}
+	return fsqueue.Message{Name: p.orchQ.NewName(), VisibleAtMs: visibleAtMs, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: payload}, nil
+}
+
+// EnqueueForOrchestrator implements Provider. The message is published with
+// one durable create-exclusive (temp file + fsync + link + directory fsync):
+// a crash before the link leaves nothing visible, after it the message is
+// complete.
+func (p *FSProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
+	const op = "enqueue_for_orchestrator"
+	if item == nil {
+		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: nil")
+	}
+	if QueueOf(item) != OrchestratorQueue {
+		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: %s belongs to the worker queue", item.Kind())
+	}
+	if err := ctx.Err(); err != nil {
+		return Retryablef(op, err, "%v", err)
+	}
+	now := p.nowMs()
+	m, err := p.orchMessage(item, now+delay.Milliseconds(), now, "")
+	if err != nil {
+		return Permanentf(op, ErrInvalidWorkItem, "encode work item: %v", err)
+	}
+	if _, err := p.orchQ.Enqueue(m); err != nil {
+		return Retryablef(op, err, "write message: %v", err)
+	}
+	p.notify()
+	return nil
+}
+
+// FetchOrchestrationItem implements Provider. It long-polls: with no work it
+// waits up to pollTimeout, waking at once for work enqueued by this process
+// and every PollInterval for work of other processes.
+func (p *FSProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
+	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
+		return nil, nil
+	}
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		ch := p.notifyChan()
+		item, err := p.tryFetchOrchestration(ctx, lockTimeout, filter)
+		if item != nil || err != nil {
+			return item, err
+		}
+		if !p.waitForWork(ctx, ch, deadline) {
+			return nil, nil
+		}
+	}
+}
+
+// tryFetchOrchestration makes one pass over the orchestrator queue, oldest
+// message first, and locks the first instance it can.
+func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	entries, err := p.orchQ.List()
+	if err != nil {
+		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
+	}
+	nowMs := p.nowMs()
+	tried := map[string]bool{}
+	for _, e := range entries {
+		if e.VisibleAtMs > nowMs {
+			// Its own visibility may still be overridden, but a message that is
+			// not yet visible by its header is never visible earlier.
+			continue
+		}
+		key := e.Attrs[attrKey]
+		if key == "" || tried[key] {
+			continue
+		}
+		tried[key] = true
+		if err := ctx.Err(); err != nil {
+			return nil, Retryablef(op, err, "%v", err)
+		}
+		// The capability filter is applied before locking (and before any
+		// history is read), on the current execution's pinned version.
+		if filter != nil {
+			ok, err := p.filterAllows(key, filter)
+			if err != nil {
+				p.log.Warn("durofs: capability filter check failed", "instance", e.Attrs[attrInstance], "err", err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+		}
+		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
+		if err != nil {
+			return nil, Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
+		}
+		if !ok {
+			continue // another fetch or ack is inside this instance right now
+		}
+		item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
+		g.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if item != nil {
+			return item, nil
+		}
+	}
+	return nil, nil
+}
+
+// filterAllows reports whether the instance's current execution is
+// compatible with filter. No instance, no execution or no pin: compatible.
+func (p *FSProvider) filterAllows(key string, filter *DispatcherCapabilityFilter) (bool, error) {
+	exec, err := p.latestExecution(key)
+	if err != nil || exec == 0 {
+		return true, err
+	}
+	ef, err := p.readExecutionFile(key, exec)
+	if err != nil || ef == nil || ef.Pinned == nil {
+		return true, err
+	}
+	v, err := ParseSemVer(*ef.Pinned)
+	if err != nil {
+		return true, nil
+	}
+	return filter.IsCompatible(v), nil
+}
+
+// fetchLocked runs under the instance flock. Everything that can fail is
+// read before the lease is written, so an error never leaves a lock behind.
+func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, instance string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	// Whoever next touches an instance first finishes a commit its last
+	// holder left half-applied.
+	if err := p.redoPending(ctx, g, key); err != nil {
+		return nil, Retryablef(op, err, "recover pending commit of %q: %v", instance, err)
+	}
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return nil, Retryablef(op, err, "read lease of %q: %v", instance, err)
+	}
+	// The clock is read after the flock is held (duroxide issue #46).
+	now := g.Now()
+	nowMs := now.UnixMilli()
+	if cur.HeldAt(nowMs) {
+		return nil, nil
+	}
+	st := decodeOrchState(cur)
+
+	entries, err := p.orchQ.List()
+	if err != nil {
+		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
+	}
+	exists := map[string]bool{}
+	var batch []string
+	for _, e := range entries {
+		if e.Attrs[attrKey] != key {
+			continue
+		}
+		exists[e.Name] = true
+		vis := e.VisibleAtMs
+		if d, ok := st.Delayed[e.Name]; ok && d > vis {
+			vis = d
+		}
+		if vis <= nowMs {
+			batch = append(batch, e.Name)
+		}
+	}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	msgs := make([]WorkItem, 0, len(batch))
+	kept := batch[:0:0]
+	for _, name := range batch {
+		m, err := p.orchQ.Get(name)
+		if err != nil {
+			if errors.Is(err, fsqueue.ErrNotFound) {
+				continue // consumed meanwhile by a redo
+			}
+			return nil, Retryablef(op, err, "read message %s: %v", name, err)
+		}
+		w, err := UnmarshalWorkItem(m.Payload)
+		if err != nil {
+			p.quarantineOrch(name, fmt.Sprintf("undecodable work item: %v", err))
+			continue
+		}
+		kept = append(kept, name)
+		msgs = append(msgs, w)
+	}
+	batch = kept
+	if len(batch) == 0 {
+		return nil, nil
+	}
+
+	// Resolve the instance context (contract §2.4 step 4).
+	inf, err := p.readInstanceFile(key)
+	if err != nil {
+		return nil, Retryablef(op, err, "read instance %q: %v", instance, err)
+	}
+	exec, err := p.latestExecution(key)
+	if err != nil {
+		return nil, Retryablef(op, err, "list executions of %q: %v", instance, err)
+	}
+	item := OrchestrationItem{Instance: instance, Messages: msgs, KVSnapshot: map[string]KVEntry{}}
+	var history []Event
+	var historyErr *string
+	if exec > 0 {
+		history, historyErr, err = p.readHistory(key, exec)
+		if err != nil {
+			return nil, Retryablef(op, err, "read history of %q: %v", instance, err)
+		}
+	}
+	switch {
+	case inf != nil && inf.Record != nil:
+		item.OrchestrationName = inf.Record.OrchestrationName
+		item.Version = "unknown"
+		if inf.Record.OrchestrationVersion != nil {
+			item.Version = *inf.Record.OrchestrationVersion
+		}
+		item.ExecutionID = exec
+	case exec > 0 && startedIn(history) != nil:
+		s := startedIn(history)
+		item.OrchestrationName, item.Version, item.ExecutionID = s.Name, s.Version, exec
+	default:
+		name, version, found := startFromBatch(msgs)
+		if found {
+			item.OrchestrationName, item.Version = name, version
+			item.ExecutionID = exec
+			if item.ExecutionID == 0 {
+				item.ExecutionID = InitialExecutionID
+			}
+		} else if exec > 0 && historyErr != nil {
+			item.OrchestrationName, item.Version, item.ExecutionID = "unknown", "unknown", exec
+		} else if allQueueMessages(msgs) && exec == 0 && inf == nil {
+			// Messages for an instance that was never started: delete them
+			// (contract test 50), so they do not pile up.
+			p.deleteOrphans(batch, instance)
+			return nil, nil
+		} else {
+			// A completion or cancel racing ahead of its start: leave it queued
+			// and unlocked, and let the caller try the next instance.
+			return nil, nil
+		}
+	}
+	// Re-check the filter under the flock: the pin may have changed since.
+	if filter != nil {
+		if ok, err := p.filterAllows(key, filter); err != nil || !ok {
+			return nil, nil
+		}
+	}
+	if historyErr != nil {
+		item.History, item.HistoryError = []Event{}, historyErr
+	} else {
+		item.History = history
+	}
+
+	// Take the lease: fence above both the old lease's and the last committed
+	// turn's (lease.json is not durable; instance.json is).
+	var minFence uint64
+	if inf != nil {
+		minFence = inf.LastFence
+	}
+	st.prune(exists)
+	var attempt uint32
+	for _, n := range batch {
+		st.Attempts[n]++
+		delete(st.Delayed, n)
+		attempt = max(attempt, st.Attempts[n])
+	}
+	st.Batch = batch
+	next := lease.Lease{
+		Token:        uuid.NewString(),
+		Owner:        p.owner,
+		Fence:        max(cur.Fence, minFence) + 1,
+		AcquiredAtMs: nowMs,
+		ExpiresAtMs:  nowMs + lockTimeout.Milliseconds(),
+		Data:         st.encode(),
+	}
+	if err := g.Write(next); err != nil {
+		return nil, Retryablef(op, err, "write lease of %q: %v", instance, err)
+	}
+	return &LockedOrchestrationItem{Item: item, LockToken: orchToken(key, next.Token), AttemptCount: attempt}, nil
+}
+
+func startedIn(h []Event) *OrchestrationStarted {
+	for _, e := range h {
+		if s, ok := e.Kind.(OrchestrationStarted); ok {
+			return &s
+		}
+	}
+	return nil
+}
+
+func startFromBatch(msgs []WorkItem) (name, version string, ok bool) {
+	for _, m := range msgs {
+		switch v := m.(type) {
+		case StartOrchestration:
+			return v.Orchestration, derefOr(v.Version, "unknown"), true
+		case ContinueAsNew:
+			return v.Orchestration, derefOr(v.Version, "unknown"), true
+		}
+	}
+	return "", "", false
+}
+
+func allQueueMessages(msgs []WorkItem) bool {
+	for _, m := range msgs {
+		if _, ok := m.(QueueMessage); !ok {
+			return false
+		}
+	}
+	return len(msgs) > 0
+}
+
+func derefOr(s *string, def string) string {
+	if s == nil {
+		return def
+	}
+	return *s
+}
+
+// deleteOrphans durably deletes messages for an instance that does not exist.
+func (p *FSProvider) deleteOrphans(batch []string, instance string) {
+	for _, n := range batch {
+		if err := p.orchQ.Delete(n); err != nil {
+			p.log.Warn("durofs: delete orphan message", "instance", instance, "message", n, "err", err)
+		}
+	}
+	if err := p.orchQ.SyncDir(); err != nil {
+		p.log.Warn("durofs: sync orchestrator queue", "err", err)
+	}
+}
+
+// readHistory reads one execution's history. A record that fails its CRC or
+// an event that does not decode gives historyErr (the fetch still returns the
+// item, lock held); err is an I/O failure.
+func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, historyErr *string, err error) {
+	scan, err := history.Open(p.fs, p.historyPath(key, exec)).Read()
+	if err != nil {
+		var ce *history.CorruptError
+		if errors.As(err, &ce) {
+			msg := fmt.Sprintf("Failed to deserialize history: %v", err)
+			return nil, &msg, nil
+		}
+		return nil, nil, err
+	}
+	events = make([]Event, 0, len(scan.Records))
+	for _, r := range scan.Records {
+		var ev Event
+		if err := json.Unmarshal(r.Payload, &ev); err != nil {
+			msg := fmt.Sprintf("Failed to deserialize history: event %d: %v", r.ID, err)
+			return nil, &msg, nil
+		}
+		events = append(events, ev)
+	}
+	return events, nil, nil
+}
+
+// AbandonOrchestrationItem implements Provider. Expiry is not checked (as in
+// the SQLite reference): a lock that expired but was not taken over can still
+// be abandoned.
+func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_orchestration_item"
+	key, lt, ok := parseOrchToken(lockToken)
+	if !ok {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	if err != nil {
+		return Retryablef(op, err, "lock instance: %v", err)
+	}
+	defer g.Unlock()
+	if err := p.redoPending(ctx, g, key); err != nil {
+		return Retryablef(op, err, "recover pending commit: %v", err)
+	}
+	cur, _, err := g.Read()
+	if err != nil {
+		if errors.Is(err, lease.ErrCorrupt) {
+			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+		}
+		return Retryablef(op, err, "read lease: %v", err)
+	}
+	if cur.Token == "" || cur.Token != lt {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	nowMs := g.Now().UnixMilli()
+	st := decodeOrchState(cur)
+	if delay > 0 {
+		for _, n := range st.Batch {
+			st.Delayed[n] = nowMs + delay.Milliseconds()
+		}
+	}
+	if ignoreAttempt {
+		entries, err := p.orchQ.List()
+		if err != nil {
+			return Retryablef(op, err, "list orchestrator queue: %v", err)
+		}
+		for _, e := range entries {
+			if e.Attrs[attrKey] == key && st.Attempts[e.Name] > 0 {
+				st.Attempts[e.Name]--
+			}
+		}
+	}
+	st.Batch = nil
+	cur.Token, cur.Owner, cur.ExpiresAtMs, cur.Data = "", "", 0, st.encode()
+	if err := g.Write(cur); err != nil {
+		return Retryablef(op, err, "write lease: %v", err)
+	}
+	p.notify()
+	return nil
+}
+
+// RenewOrchestrationItemLock implements Provider.
+func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
+	const op = "renew_orchestration_item_lock"
+	key, lt, ok := parseOrchToken(lockToken)
+	if !ok {
+		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+	}
+	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	if err != nil {
+		return Retryablef(op, err, "lock instance: %v", err)
+	}
+	defer g.Unlock()
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return Retryablef(op, err, "read lease: %v", err)
+	}
+	nowMs := g.Now().UnixMilli()
+	if cur.Token == "" || cur.Token != lt || !cur.HeldAt(nowMs) {
+		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+	}
+	cur.ExpiresAtMs = nowMs + extendFor.Milliseconds()
+	if err := g.Write(cur); err != nil {
+		return Retryablef(op, err, "write lease: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/durofs/durofs/internal/names"
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+// On-disk layout of one instance (see README "On-disk layout"):
+//
+//	instances/<key>/lock                         flock target, never deleted while the instance dir exists
+//	instances/<key>/lease.json                   the instance lease (lease package) + orchestrator queue state
+//	instances/<key>/instance.json                instanceFile: current execution, fence, instance record
+//	instances/<key>/executions/<n>/history.jsonl history package log, one event per record
+//	instances/<key>/executions/<n>/state.json    executionFile: status, output, pin, timestamps
+//
+// <key> is names.Encode(instance id).
+
+func (p *FSProvider) instDir(key string) string { return filepath.Join(p.dir, "instances", key) }
+func (p *FSProvider) lockPath(key string) string {
+	return filepath.Join(p.instDir(key), "lock")
+}
+func (p *FSProvider) leasePath(key string) string {
+	return filepath.Join(p.instDir(key), "lease.json")
+}
+func (p *FSProvider) instFilePath(key string) string {
+	return filepath.Join(p.instDir(key), "instance.json")
+}
+func (p *FSProvider) execDir(key string, exec uint64) string {
+	return filepath.Join(p.instDir(key), "executions", strconv.FormatUint(exec, 10))
+}
+func (p *FSProvider) historyPath(key string, exec uint64) string {
+	return filepath.Join(p.execDir(key, exec), "history.jsonl")
+}
+func (p *FSProvider) execStatePath(key string, exec uint64) string {
+	return filepath.Join(p.execDir(key, exec), "state.json")
+}
+func (p *FSProvider) commitPath(key string) string {
+	return filepath.Join(p.dir, "commits", key+".json")
+}
+
+// instanceKey is the directory name of an instance.
+func instanceKey(instance string) string { return names.Encode(instance) }
+
+// instanceFile is instances/<key>/instance.json. It exists once any turn of
+// the instance was acked. Record is the duroxide "instance record", which the
+// SQLite reference creates only when an ack's metadata carries both name and
+// version; without it, the instance is not listed and has no info.
+type instanceFile struct {
+	Instance           string          `json:"instance"`
+	CurrentExecutionID uint64          `json:"current_execution_id"`
+	// LastFence is the fence of the last committed turn. The next lease holder
+	// gets a larger fence even if lease.json reverted after a power loss.
+	LastFence   uint64          `json:"last_fence"`
+	UpdatedAtMs int64           `json:"updated_at_ms"`
+	Record      *instanceRecord `json:"record"`
+}
+
+// instanceRecord is the instance record (name, version, parent, custom status).
+type instanceRecord struct {
+	OrchestrationName    string  `json:"orchestration_name"`
+	OrchestrationVersion *string `json:"orchestration_version"`
+	ParentInstanceID     *string `json:"parent_instance_id"`
+	CustomStatus         *string `json:"custom_status"`
+	CustomStatusVersion  uint64  `json:"custom_status_version"`
+	CreatedAtMs          int64   `json:"created_at_ms"`
+	UpdatedAtMs          int64   `json:"updated_at_ms"`
+}
+
+// executionFile is executions/<n>/state.json: the execution record.
+type executionFile struct {
+	ExecutionID   uint64  `json:"execution_id"`
+	Status        string  `json:"status"`
+	Output        *string `json:"output"`
+	Pinned        *string `json:"pinned_duroxide_version"`
+	StartedAtMs   int64   `json:"started_at_ms"`
+	CompletedAtMs *int64  `json:"completed_at_ms"`
+}
+
+func jsonMarshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// readJSON reads a JSON file; exists is false if it is missing.
+func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
+	data, err := p.fs.ReadFile(path)
+	if vfs.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := jsonUnmarshal(data, v); err != nil {
+		return true, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	return true, nil
+}
+
+func (p *FSProvider) readInstanceFile(key string) (*instanceFile, error) {
+	var f instanceFile
+	ok, err := p.readJSON(p.instFilePath(key), &f)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func (p *FSProvider) readExecutionFile(key string, exec uint64) (*executionFile, error) {
+	var f executionFile
+	ok, err := p.readJSON(p.execStatePath(key, exec), &f)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// listExecutions returns the execution ids with a directory, ascending.
+func (p *FSProvider) listExecutions(key string) ([]uint64, error) {
+	names, err := p.fs.ReadDirNames(filepath.Join(p.instDir(key), "executions"))
+	if vfs.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	for _, n := range names {
+		if id, err := strconv.ParseUint(n, 10, 64); err == nil && id > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
+
+// latestExecution is the current execution id (instance.json) or, without
+// one, the highest execution directory; 0 if the instance has none.
+func (p *FSProvider) latestExecution(key string) (uint64, error) {
+	f, err := p.readInstanceFile(key)
+	if err != nil {
+		return 0, err
+	}
+	var cur uint64
+	if f != nil {
+		cur = f.CurrentExecutionID
+	}
+	ids, err := p.listExecutions(key)
+	if err != nil {
+		return 0, err
+	}
+	if len(ids) > 0 && ids[len(ids)-1] > cur {
+		cur = ids[len(ids)-1]
+	}
+	return cur, nil
+}
+
+// Lock tokens. An orchestration token is "o1.<lease token>.<instance key>"
+// and a work-item token is "w1.<fsqueue claim token>"; both carry what is
+// needed to find the lock without an index.
+const (
+	orchTokenPrefix = "o1."
+	workTokenPrefix = "w1."
+)
+
+func orchToken(key, leaseToken string) string { return orchTokenPrefix + leaseToken + "." + key }
+
+func parseOrchToken(tok string) (key, leaseToken string, ok bool) {
+	rest, found := strings.CutPrefix(tok, orchTokenPrefix)
+	if !found || len(rest) < 38 || rest[36] != '.' {
+		return "", "", false
+	}
+	leaseToken, key = rest[:36], rest[37:]
+	if key == "" || strings.ContainsAny(key, "/\\") || key == "." || key == ".." {
+		return "", "", false
+	}
+	return key, leaseToken, true
+}
+
+func workToken(claimToken string) string { return workTokenPrefix + claimToken }
+
+func parseWorkToken(tok string) (string, bool) {
+	return strings.CutPrefix(tok, workTokenPrefix)
+}

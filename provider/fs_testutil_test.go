@@ -1,0 +1,32 @@
+package provider
+
+import (
+	"testing"
+	"time"
+)
+
+func openT(t testing.TB, dir string, opts Options) *FSProvider {
+	t.Helper()
+	p, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func mustNoErr(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func started(inst string) Event {
+	return Event{EventID: 1, InstanceID: inst, ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
+		Kind: OrchestrationStarted{Name: "TestOrch", Version: "1.0.0", Input: "{}"}}
+}
+
+func md(name, version string) ExecutionMetadata {
+	return ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &version}
+}

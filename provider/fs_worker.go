@@ -1,0 +1,350 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/durofs/durofs/fsqueue"
+)
+
+// workerMessage builds the queue message for an ActivityExecute. Its
+// identity (instance, execution, activity id), session and tag are attributes
+// so cancellation, deletion and tag/session filtering never open the file.
+func (p *FSProvider) workerMessage(ae ActivityExecute, nowMs int64, source string) (fsqueue.Message, error) {
+	payload, err := MarshalWorkItem(ae)
+	if err != nil {
+		return fsqueue.Message{}, err
+	}
+	attrs := map[string]string{
+		attrInstance: ae.Instance, attrKey: instanceKey(ae.Instance),
+		attrExec: strconv.FormatUint(ae.ExecutionID, 10), attrActivity: strconv.FormatUint(ae.ID, 10),
+	}
+	if ae.SessionID != nil {
+		attrs[attrSession] = *ae.SessionID
+	}
+	if ae.Tag != nil {
+		attrs[attrTag] = *ae.Tag
+	}
+	if source != "" {
+		attrs[attrSource] = source
+	}
+	return fsqueue.Message{Name: p.workQ.NewName(), VisibleAtMs: nowMs, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: payload}, nil
+}
+
+// workerIdentity reads a worker message's activity identity from its attributes.
+func workerIdentity(e fsqueue.Entry) (ScheduledActivityIdentifier, bool) {
+	exec, err1 := strconv.ParseUint(e.Attrs[attrExec], 10, 64)
+	act, err2 := strconv.ParseUint(e.Attrs[attrActivity], 10, 64)
+	if err1 != nil || err2 != nil {
+		return ScheduledActivityIdentifier{}, false
+	}
+	return ScheduledActivityIdentifier{Instance: e.Attrs[attrInstance], ExecutionID: exec, ActivityID: act}, true
+}
+
+// EnqueueForWorker implements Provider with one durable create-exclusive.
+func (p *FSProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error {
+	const op = "enqueue_for_worker"
+	ae, ok := item.(ActivityExecute)
+	if !ok {
+		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: %s", kindOf(item))
+	}
+	if err := ctx.Err(); err != nil {
+		return Retryablef(op, err, "%v", err)
+	}
+	m, err := p.workerMessage(ae, p.nowMs(), "")
+	if err != nil {
+		return Permanentf(op, ErrInvalidWorkItem, "encode work item: %v", err)
+	}
+	if _, err := p.workQ.Enqueue(m); err != nil {
+		return Retryablef(op, err, "write message: %v", err)
+	}
+	p.notify()
+	return nil
+}
+
+// FetchWorkItem implements Provider. It long-polls like FetchOrchestrationItem.
+func (p *FSProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tagFilter TagFilter) (*LockedWorkItem, error) {
+	if tagFilter.Mode == TagNone {
+		return nil, nil
+	}
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		ch := p.notifyChan()
+		item, err := p.tryFetchWork(ctx, lockTimeout, session, tagFilter)
+		if item != nil || err != nil {
+			return item, err
+		}
+		if !p.waitForWork(ctx, ch, deadline) {
+			return nil, nil
+		}
+	}
+}
+
+func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration, session *SessionFetchConfig, tagFilter TagFilter) (*LockedWorkItem, error) {
+	const op = "fetch_work_item"
+	for {
+		sessions := map[string]bool{} // session id → claimable by this caller, memoized per pass
+		eligible := func(e fsqueue.Entry, _ *fsqueue.Claim) bool {
+			var tag *string
+			if t, ok := e.Attrs[attrTag]; ok {
+				tag = &t
+			}
+			if !tagFilter.Matches(tag) {
+				return false
+			}
+			sid, hasSession := e.Attrs[attrSession]
+			if !hasSession {
+				return true
+			}
+			if session == nil {
+				return false
+			}
+			ok, seen := sessions[sid]
+			if !seen {
+				ok = p.sessionClaimable(sid, session.OwnerID)
+				sessions[sid] = ok
+			}
+			return ok
+		}
+		claimed, err := p.workQ.ClaimNext(ctx, p.owner, lockTimeout, eligible)
+		if err != nil {
+			return nil, Retryablef(op, err, "claim work item: %v", err)
+		}
+		if claimed == nil {
+			return nil, nil
+		}
+		w, err := UnmarshalWorkItem(claimed.Message.Payload)
+		if err != nil {
+			// Undecodable: roll the claim back and report (contract §2.9).
+			_ = p.workQ.Abandon(ctx, claimed.Claim.Token, 0, true)
+			return nil, Permanentf(op, ErrCorrupt, "work item %s cannot be decoded: %v", claimed.Message.Name, err)
+		}
+		if sid, ok := claimed.Message.Attrs[attrSession]; ok && session != nil {
+			won, err := p.claimSession(ctx, sid, session.OwnerID, session.LockTimeout)
+			if err != nil || !won {
+				// Lost the session to another owner between the check and the
+				// claim: undo the item claim (attempt included) and retry.
+				_ = p.workQ.Abandon(ctx, claimed.Claim.Token, 0, true)
+				if err != nil {
+					return nil, Retryablef(op, err, "claim session %q: %v", sid, err)
+				}
+				continue
+			}
+		}
+		return &LockedWorkItem{Item: w, LockToken: workToken(claimed.Claim.Token), AttemptCount: claimed.Claim.Attempt}, nil
+	}
+}
+
+// workAckData is the claim Data of an acked work item: the commit record of
+// ack_work_item.
+type workAckData struct {
+	Completion string `json:"completion,omitempty"`
+}
+
+// claimStateAcked marks a claim whose work item was acked but not yet
+// fully cleaned up.
+const claimStateAcked = "acked"
+
+// AckWorkItem implements Provider. It is atomic across deleting the item and
+// enqueuing the completion:
+//
+//  1. under the item's claim flock, verify the token, expiry and that the
+//     item still exists (a cancelled item is gone: permanent error);
+//  2. stage the completion in the orchestrator queue (fsynced, hidden);
+//     crash here: a staged orphan the sweeper removes; the item is still
+//     claimed and is redelivered after expiry;
+//  3. COMMIT: rewrite the claim with state "acked" naming the completion
+//     (atomic replace + fsync + directory fsync); from here the ack happened;
+//  4. publish the completion, delete the item, delete the claim (see
+//     finishWorkAck). A crash anywhere in 4 is finished by the sweeper or by
+//     anyone who finds the acked claim.
+func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion WorkItem) error {
+	const op = "ack_work_item"
+	ct, ok := parseWorkToken(token)
+	name, ok2 := fsqueue.NameFromToken(ct)
+	if !ok || !ok2 {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	if completion != nil {
+		switch completion.(type) {
+		case ActivityCompleted, ActivityFailed:
+		default:
+			return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: completion must be ActivityCompleted or ActivityFailed, not %s", completion.Kind())
+		}
+	}
+	var sessionID string
+	var hasSession bool
+	err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+		c, exists, err := g.Read()
+		if err != nil {
+			return Retryablef(op, err, "read claim: %v", err)
+		}
+		if !exists || c.Token != ct || c.State != "" {
+			return Permanentf(op, ErrNotFound, "work item not found: lock token invalid, item cancelled, or already acked")
+		}
+		now := g.Now().UnixMilli()
+		if c.LockedUntilMs <= now {
+			return Permanentf(op, ErrLockExpired, "work item lock expired")
+		}
+		if ok, err := g.MessageExists(); err != nil {
+			return Retryablef(op, err, "stat work item: %v", err)
+		} else if !ok {
+			return Permanentf(op, ErrNotFound, "work item not found: cancelled or deleted")
+		}
+		if m, err := p.workQ.Get(name); err == nil {
+			sessionID, hasSession = m.Attrs[attrSession]
+		}
+		var data workAckData
+		if completion != nil {
+			m, err := p.orchMessage(completion, now, now, "w:"+name)
+			if err != nil {
+				return Permanentf(op, ErrInvalidWorkItem, "encode completion: %v", err)
+			}
+			if err := p.orchQ.Stage(m); err != nil {
+				_ = p.orchQ.Unstage(m.Name)
+				return Retryablef(op, err, "stage completion: %v", err)
+			}
+			if err := p.orchQ.SyncDir(); err != nil {
+				_ = p.orchQ.Unstage(m.Name)
+				return Retryablef(op, err, "stage completion: %v", err)
+			}
+			data.Completion = m.Name
+		}
+		raw, _ := json.Marshal(data)
+		c.State, c.Data = claimStateAcked, raw
+		if err := g.Write(c); err != nil {
+			// The claim write is the commit point; failed, the ack did not
+			// happen (the staged completion is swept later).
+			if data.Completion != "" {
+				_ = p.orchQ.Unstage(data.Completion)
+			}
+			return Retryablef(op, err, "commit work ack: %v", err)
+		}
+		if err := p.finishWorkAck(name, data); err != nil {
+			p.log.Warn("durofs: work ack committed, cleanup deferred to recovery", "item", name, "err", err)
+			p.stats.applyDeferred.Add(1)
+		}
+		return nil
+	})
+	if err != nil {
+		var pe *ProviderError
+		if errors.As(err, &pe) {
+			return pe
+		}
+		return Retryablef(op, err, "lock work item: %v", err)
+	}
+	if hasSession {
+		p.touchSession(ctx, sessionID)
+	}
+	p.notify()
+	return nil
+}
+
+// finishWorkAck applies a committed work ack (idempotent; the caller holds
+// the claim's shard flock). Order matters for power loss: the completion is
+// published and its directory synced; then the item is deleted and the
+// worker directory synced; only then the acked claim (the commit record)
+// goes. A claim that reappears after a power loss is applied again: Publish
+// finds nothing staged, Delete finds nothing.
+func (p *FSProvider) finishWorkAck(name string, data workAckData) error {
+	if data.Completion != "" {
+		if _, err := p.orchQ.Publish(data.Completion); err != nil {
+			return fmt.Errorf("publish completion: %w", err)
+		}
+		if err := p.orchQ.SyncDir(); err != nil {
+			return fmt.Errorf("sync orchestrator queue: %w", err)
+		}
+	}
+	if err := p.workQ.DeleteMessage(name); err != nil {
+		return fmt.Errorf("delete work item: %w", err)
+	}
+	if err := p.workQ.SyncDir(); err != nil {
+		return fmt.Errorf("sync worker queue: %w", err)
+	}
+	if err := p.workQ.DeleteClaim(name); err != nil {
+		return fmt.Errorf("delete claim: %w", err)
+	}
+	if err := p.workQ.SyncClaimsDir(); err != nil {
+		return fmt.Errorf("sync claims: %w", err)
+	}
+	return nil
+}
+
+// finishAckedClaims completes work acks whose cleanup was interrupted.
+func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
+	names, err := p.workQ.Claims()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+			c, exists, err := g.Read()
+			if err != nil || !exists || c.State != claimStateAcked {
+				return err
+			}
+			var data workAckData
+			_ = json.Unmarshal(c.Data, &data)
+			n++
+			return p.finishWorkAck(name, data)
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// RenewWorkItemLock implements Provider. Renewal ignores the orchestration's
+// status; a cancelled (deleted) item fails permanently, which the runtime
+// takes as "activity cancelled".
+func (p *FSProvider) RenewWorkItemLock(ctx context.Context, token string, extendFor time.Duration) error {
+	const op = "renew_work_item_lock"
+	ct, ok := parseWorkToken(token)
+	if _, ok2 := fsqueue.NameFromToken(ct); !ok || !ok2 {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	c, err := p.workQ.Renew(ctx, ct, extendFor)
+	if err != nil {
+		return mapClaimErr(op, err)
+	}
+	_ = c
+	if name, ok := fsqueue.NameFromToken(ct); ok {
+		if m, err := p.workQ.Get(name); err == nil {
+			if sid, ok := m.Attrs[attrSession]; ok {
+				p.touchSession(ctx, sid)
+			}
+		}
+	}
+	return nil
+}
+
+// AbandonWorkItem implements Provider. Expiry is not checked.
+func (p *FSProvider) AbandonWorkItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
+	const op = "abandon_work_item"
+	ct, ok := parseWorkToken(token)
+	if _, ok2 := fsqueue.NameFromToken(ct); !ok || !ok2 {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+	}
+	if err := p.workQ.Abandon(ctx, ct, delay, ignoreAttempt); err != nil {
+		return mapClaimErr(op, err)
+	}
+	p.notify()
+	return nil
+}
+
+func mapClaimErr(op string, err error) error {
+	switch {
+	case errors.Is(err, fsqueue.ErrNotHolder):
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: %v", err)
+	case errors.Is(err, fsqueue.ErrExpired):
+		return Permanentf(op, ErrLockExpired, "work item lock expired")
+	case errors.Is(err, fsqueue.ErrNotFound):
+		return Permanentf(op, ErrNotFound, "work item not found: cancelled or deleted")
+	}
+	return Retryablef(op, err, "%v", err)
+}
