@@ -68,11 +68,11 @@ type commitRecord struct {
 	CommittedMs int64  `json:"committed_at_ms"`
 	// HistoryBase is the number of records in the execution's history
 	// before the delta; the delta is appended at that position.
-	HistoryBase int               `json:"history_base"`
+	HistoryBase int `json:"history_base"`
 	// History holds each event's exact bytes (base64 in JSON, so that
 	// re-encoding never alters an event: unknown events round-trip verbatim).
-	History     [][]byte `json:"history"`
-	HistoryIDs  []uint64          `json:"history_ids"`
+	History    [][]byte `json:"history"`
+	HistoryIDs []uint64 `json:"history_ids"`
 	// InstanceFile and ExecutionFile are the complete new contents.
 	InstanceFile  instanceFile  `json:"instance_file"`
 	ExecutionFile executionFile `json:"execution_file"`

@@ -54,8 +54,8 @@ func instanceKey(instance string) string { return names.Encode(instance) }
 // SQLite reference creates only when an ack's metadata carries both name and
 // version; without it, the instance is not listed and has no info.
 type instanceFile struct {
-	Instance           string          `json:"instance"`
-	CurrentExecutionID uint64          `json:"current_execution_id"`
+	Instance           string `json:"instance"`
+	CurrentExecutionID uint64 `json:"current_execution_id"`
 	// LastFence is the fence of the last committed turn. The next lease holder
 	// gets a larger fence even if lease.json reverted after a power loss.
 	LastFence   uint64          `json:"last_fence"`
