@@ -1,6 +1,9 @@
 package conformance
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // CatalogEntry names one test of the suite: its category (the duroxide
 // module, which is also the category subtest's name), its name (the duroxide
@@ -54,9 +57,22 @@ const (
 	catPoisonMessage    = "poison_message"
 )
 
-// registry is the suite, in catalog order. Numbers 51–57 (management) are
-// not part of this suite.
-var registry = []testCase{
+// registry is the suite in catalog order: the core categories below plus
+// the tables of the other catalog files, sorted by catalog number.
+var registry = sortedRegistry(coreTests, contractTests, adminTests)
+
+// sortedRegistry concatenates test tables and orders them by catalog number.
+func sortedRegistry(tables ...[]testCase) []testCase {
+	var all []testCase
+	for _, t := range tables {
+		all = append(all, t...)
+	}
+	slices.SortStableFunc(all, func(a, b testCase) int { return a.number - b.number })
+	return all
+}
+
+// coreTests are categories A–G, I and J (catalog numbers 1–71 except 51–57).
+var coreTests = []testCase{
 	// A. instance_creation
 	{1, catInstanceCreation, "test_instance_creation_via_metadata", anyPoll, testInstanceCreationViaMetadata},
 	{2, catInstanceCreation, "test_no_instance_creation_on_enqueue", anyPoll, testNoInstanceCreationOnEnqueue},
