@@ -56,3 +56,5 @@ func MaxAttemptCountForTest(p *FSProvider, instance string) (uint32, error) {
 	}
 	return m, nil
 }
+
+func writeFileForTest(p *FSProvider, path string, data []byte) error { return vfs.WriteFile(p.fs, path, data) }

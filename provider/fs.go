@@ -269,7 +269,3 @@ func (p *FSProvider) waitForWork(ctx context.Context, ch <-chan struct{}, deadli
 	}
 	return time.Now().Before(deadline)
 }
-
-// Admin implements Provider. The management capability is not part of this
-// build yet, so the filesystem provider reports that it has none.
-func (p *FSProvider) Admin() (Admin, bool) { return nil, false }

@@ -73,9 +73,20 @@ type commitRecord struct {
 	// re-encoding never alters an event: unknown events round-trip verbatim).
 	History    [][]byte `json:"history"`
 	HistoryIDs []uint64 `json:"history_ids"`
-	// InstanceFile and ExecutionFile are the complete new contents.
-	InstanceFile  instanceFile  `json:"instance_file"`
-	ExecutionFile executionFile `json:"execution_file"`
+	// Kind is "" for an orchestration ack (or an append), "prune" for
+	// PruneExecutions, "delete-intent" for one instance of a deletion group
+	// and "delete" for the group record itself (see fs_admin.go).
+	Kind string `json:"kind,omitempty"`
+	// InstanceFile and ExecutionFile are the complete new contents (nil: not
+	// written).
+	InstanceFile  *instanceFile  `json:"instance_file,omitempty"`
+	ExecutionFile *executionFile `json:"execution_file,omitempty"`
+	// PruneExecutions are execution ids whose directories a prune removes.
+	PruneExecutions []uint64 `json:"prune_executions,omitempty"`
+	// Group names a deletion group record (Kind "delete-intent").
+	Group string `json:"group,omitempty"`
+	// Keys are the instance keys of a deletion group (Kind "delete").
+	Keys []string `json:"keys,omitempty"`
 	// Publish are staged messages to publish; Delete are messages to delete.
 	Publish []queueRef `json:"publish"`
 	Delete  []queueRef `json:"delete"`
@@ -89,10 +100,16 @@ type queueRef struct {
 
 const commitFormat = 1
 
-// testHookAfterCommitPoint, when set (by tests only), runs right after the
-// commit record is durable and before it is applied: multi-process tests kill
-// the process there.
-var testHookAfterCommitPoint func()
+// testHookAfterCommitPoint, when set (by tests only), runs right after a
+// commit point (kind "ack", "work_ack", "prune", "delete") and before the
+// commit is applied: multi-process tests kill the process there.
+var testHookAfterCommitPoint func(kind string)
+
+func afterCommitPoint(kind string) {
+	if testHookAfterCommitPoint != nil {
+		testHookAfterCommitPoint(kind)
+	}
+}
 
 func (p *FSProvider) queue(name string) *fsqueue.Queue {
 	if name == "worker" {
@@ -179,9 +196,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return Retryablef(op, err, "write commit record: %v", err)
 	}
 
-	if testHookAfterCommitPoint != nil {
-		testHookAfterCommitPoint()
-	}
+	afterCommitPoint("ack")
 
 	// Step 3: apply. From here the ack is committed: an apply error is
 	// logged and left to the next flock holder's redo, never reported as a
@@ -291,8 +306,6 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 			nf.Record.CustomStatusVersion++
 		}
 	}
-	rec.InstanceFile = nf
-
 	// Execution record (steps 4, 5, 8).
 	ef, err := p.readExecutionFile(key, executionID)
 	if err != nil {
@@ -312,7 +325,21 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		c := nowMs
 		ne.CompletedAtMs = &c
 	}
-	rec.ExecutionFile = ne
+	ne.EventCount = uint64(len(scan.Records) + len(delta))
+	rec.ExecutionFile = &ne
+
+	// Summary counters of the instance file.
+	if !slices.Contains(nf.Executions, executionID) {
+		nf.Executions = append(nf.Executions, executionID)
+		slices.Sort(nf.Executions)
+	}
+	nf.TotalEvents += uint64(len(delta))
+	if executionID == nf.CurrentExecutionID {
+		nf.Status, nf.CompletedAtMs = ne.Status, ne.CompletedAtMs
+	} else if cf, err := p.readExecutionFile(key, nf.CurrentExecutionID); err == nil && cf != nil {
+		nf.Status, nf.CompletedAtMs = cf.Status, cf.CompletedAtMs
+	}
+	rec.InstanceFile = &nf
 
 	// Outbound messages. Worker items come first and cancellations are
 	// applied after them (test 86): a worker item cancelled in the same ack
@@ -450,14 +477,25 @@ func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string
 // apply performs step 3 of the protocol. Every step is idempotent, so apply
 // may run any number of times for one record, interrupted anywhere.
 func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecord) error {
+	switch rec.Kind {
+	case "":
+	case kindPrune:
+		return p.applyPrune(rec)
+	case kindDeleteIntent:
+		return p.applyDeleteIntent(ctx, g, rec)
+	default:
+		return fmt.Errorf("commit record of %s has unknown kind %q", rec.Key, rec.Kind)
+	}
 	key := rec.Key
 
 	// 3a. History. Crash (kill -9) mid-append can leave a torn final line;
 	// AppendAt truncates it and appends what is missing, by position. A
 	// power loss before its fsync can lose the appended bytes; the record is
 	// still there and this step runs again.
-	if err := p.mkdirDurable(p.execDir(key, rec.ExecutionID)); err != nil {
-		return fmt.Errorf("create execution dir: %w", err)
+	if len(rec.History) > 0 || rec.ExecutionFile != nil {
+		if err := p.mkdirDurable(p.execDir(key, rec.ExecutionID)); err != nil {
+			return fmt.Errorf("create execution dir: %w", err)
+		}
 	}
 	recs := make([]history.Record, len(rec.History))
 	for i, raw := range rec.History {
@@ -471,13 +509,17 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 
 	// 3b. Execution and instance records: atomic replaces with the full new
 	// contents. Crash between them: both are rewritten on redo.
-	ed, _ := jsonMarshal(rec.ExecutionFile)
-	if err := vfs.WriteFile(p.fs, p.execStatePath(key, rec.ExecutionID), ed); err != nil {
-		return fmt.Errorf("write execution state: %w", err)
+	if rec.ExecutionFile != nil {
+		ed, _ := jsonMarshal(rec.ExecutionFile)
+		if err := vfs.WriteFile(p.fs, p.execStatePath(key, rec.ExecutionID), ed); err != nil {
+			return fmt.Errorf("write execution state: %w", err)
+		}
 	}
-	id, _ := jsonMarshal(rec.InstanceFile)
-	if err := vfs.WriteFile(p.fs, p.instFilePath(key), id); err != nil {
-		return fmt.Errorf("write instance: %w", err)
+	if rec.InstanceFile != nil {
+		id, _ := jsonMarshal(rec.InstanceFile)
+		if err := vfs.WriteFile(p.fs, p.instFilePath(key), id); err != nil {
+			return fmt.Errorf("write instance: %w", err)
+		}
 	}
 
 	// 3c. Publish staged messages. A missing staged file means it was
@@ -545,7 +587,12 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	// 3f. Forget the record. Crash before the directory fsync: after a power
 	// loss the record may reappear and is applied again - harmlessly, as
 	// every step above is idempotent.
-	if err := p.fs.Remove(p.commitPath(key)); err != nil && !vfs.IsNotExist(err) {
+	return p.removeCommit(key)
+}
+
+// removeCommit deletes a commit record (the last step of every apply).
+func (p *FSProvider) removeCommit(name string) error {
+	if err := p.fs.Remove(p.commitPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("remove commit record: %w", err)
 	}
 	if err := p.fs.SyncDir(filepath.Join(p.dir, "commits")); err != nil {

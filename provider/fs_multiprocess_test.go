@@ -59,8 +59,12 @@ func TestHelperProcess(t *testing.T) {
 	if os.Getenv("DUROFS_NOSYNC") == "1" {
 		opts.Durability = ProcessCrashSafe
 	}
-	if os.Getenv("DUROFS_CRASH_AFTER_COMMIT") == "1" {
-		testHookAfterCommitPoint = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	if kind := os.Getenv("DUROFS_CRASH_AFTER_COMMIT"); kind != "" {
+		testHookAfterCommitPoint = func(k string) {
+			if k == kind {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
 	}
 	p, err := Open(dir, opts)
 	if err != nil {
@@ -107,6 +111,29 @@ func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 				Kind: ExternalEvent{Name: "helper", Data: strconv.Itoa(os.Getpid())}}}
 		}
 		if err := p.AckOrchestrationItem(ctx, c.Token, 1, delta, nil, nil, ExecutionMetadata{}, nil); err != nil {
+			return replyErr(err)
+		}
+		return helperReply{OK: true}
+	case "delete":
+		adm, _ := p.Admin()
+		if _, err := adm.DeleteInstance(ctx, c.Instance, true); err != nil {
+			return replyErr(err)
+		}
+		return helperReply{OK: true}
+	case "prune":
+		adm, _ := p.Admin()
+		k := uint32(1)
+		if _, err := adm.PruneExecutions(ctx, c.Instance, PruneOptions{KeepLast: &k}); err != nil {
+			return replyErr(err)
+		}
+		return helperReply{OK: true}
+	case "wack": // fetch one work item and ack it with a completion
+		it, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, DefaultOnlyTags())
+		if err != nil || it == nil {
+			return helperReply{Err: fmt.Sprint("no work item ", err)}
+		}
+		ae := it.Item.(ActivityExecute)
+		if err := p.AckWorkItem(ctx, it.LockToken, ActivityCompleted{Instance: ae.Instance, ExecutionID: ae.ExecutionID, ID: ae.ID, Result: "ok"}); err != nil {
 			return replyErr(err)
 		}
 		return helperReply{OK: true}
@@ -495,7 +522,7 @@ func TestMultiprocess(t *testing.T) {
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("cp"), 0))
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "cp", Name: "e", Data: "1"}, 0))
 			// The helper dies (SIGKILL) right after its commit record is durable.
-			h := startHelper(t, dir, append(env, "DUROFS_CRASH_AFTER_COMMIT=1")...)
+			h := startHelper(t, dir, append(env, "DUROFS_CRASH_AFTER_COMMIT=ack")...)
 			r := h.must(t, helperCmd{Op: "fetch", LockMs: 30_000})
 			if r.Instance != "cp" || len(r.Kinds) != 2 {
 				t.Fatalf("helper fetched %+v", r)

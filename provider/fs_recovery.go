@@ -65,6 +65,12 @@ func (p *FSProvider) Recover(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		if strings.HasPrefix(key, groupPrefix) {
+			if err := p.recoverDeleteGroup(ctx, key); err != nil {
+				return fmt.Errorf("finish deletion %s: %w", key, err)
+			}
+			continue
+		}
 		g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 		if err != nil {
 			return fmt.Errorf("lock %s: %w", key, err)

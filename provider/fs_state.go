@@ -61,6 +61,12 @@ type instanceFile struct {
 	LastFence   uint64          `json:"last_fence"`
 	UpdatedAtMs int64           `json:"updated_at_ms"`
 	Record      *instanceRecord `json:"record"`
+	// Summary counters, kept by every commit so that admin listings and
+	// metrics never read history files (fsck can rebuild them).
+	Executions    []uint64 `json:"executions"`      // execution ids with a record, ascending
+	TotalEvents   uint64   `json:"total_events"`    // history records over all executions
+	Status        string   `json:"status"`          // current execution's status
+	CompletedAtMs *int64   `json:"completed_at_ms"` // current execution's completed_at
 }
 
 // instanceRecord is the instance record (name, version, parent, custom status).
@@ -82,6 +88,7 @@ type executionFile struct {
 	Pinned        *string `json:"pinned_duroxide_version"`
 	StartedAtMs   int64   `json:"started_at_ms"`
 	CompletedAtMs *int64  `json:"completed_at_ms"`
+	EventCount    uint64  `json:"event_count"`
 }
 
 func jsonMarshal(v any) ([]byte, error) {

@@ -224,6 +224,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			}
 			return Retryablef(op, err, "commit work ack: %v", err)
 		}
+		afterCommitPoint("work_ack")
 		if err := p.finishWorkAck(name, data); err != nil {
 			p.log.Warn("durofs: work ack committed, cleanup deferred to recovery", "item", name, "err", err)
 			p.stats.applyDeferred.Add(1)

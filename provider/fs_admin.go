@@ -1,0 +1,779 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"github.com/google/uuid"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
+)
+
+// The management capability (duroxide's ProviderAdmin).
+//
+// Listings and metrics read instance.json files only (their summary
+// counters are kept by every commit), never history files. Deletions and
+// prunes change several files, so they go through the same commit protocol
+// as acks:
+//
+//   - PruneExecutions writes one commit record (kind "prune") under the
+//     instance flock; applying it removes the execution directories and
+//     rewrites instance.json.
+//   - DeleteInstancesAtomic takes the flocks of every instance (sorted, so
+//     two deleters cannot deadlock), validates, writes a "delete-intent"
+//     record per instance (commits/<key>.json), then the group record
+//     commits/~del-<uuid>.json: that is the commit point. Applying an intent
+//     removes the instance's executions, instance.json, its queue messages
+//     (worker items included, locked or not) and resets its lease (so old
+//     tokens fail), then removes the intent; the group record goes last.
+//     Whoever next touches one of the instances redoes its intent first: if
+//     the group record exists the deletion committed and is applied; if not,
+//     the deleter died before its commit point and the intent is dropped.
+//     The lock file is never deleted (it may be held or awaited).
+
+const (
+	kindPrune        = "prune"
+	kindDeleteIntent = "delete-intent"
+	kindDeleteGroup  = "delete"
+	// groupPrefix starts deletion group record names. '~' followed by a
+	// non-hex letter never begins an instance key (names.Encode escapes '~'
+	// and hashed keys are '~' + hex), so groups and instances cannot collide.
+	groupPrefix = "~del-"
+)
+
+var _ Admin = (*FSProvider)(nil)
+
+// Admin implements Provider: the filesystem provider has the management
+// capability.
+func (p *FSProvider) Admin() (Admin, bool) { return p, true }
+
+// instanceInfoFile is an instance with its key, from a directory scan.
+type scannedInstance struct {
+	key string
+	f   *instanceFile
+}
+
+// scanInstances reads every instance.json (not history). Instances without
+// one (only messages or locks) are skipped.
+func (p *FSProvider) scanInstances() ([]scannedInstance, error) {
+	names, err := p.fs.ReadDirNames(filepath.Join(p.dir, "instances"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]scannedInstance, 0, len(names))
+	for _, k := range names {
+		f, err := p.readInstanceFile(k)
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				p.log.Warn("durofs: unreadable instance file skipped", "key", k, "err", err)
+				continue
+			}
+			return nil, err
+		}
+		if f != nil {
+			out = append(out, scannedInstance{k, f})
+		}
+	}
+	return out, nil
+}
+
+func (p *FSProvider) recordOf(op, instance string) (string, *instanceFile, error) {
+	key := instanceKey(instance)
+	f, err := p.readInstanceFile(key)
+	if err != nil {
+		return key, nil, Retryablef(op, err, "%v", err)
+	}
+	if f == nil || f.Record == nil {
+		return key, nil, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
+	}
+	return key, f, nil
+}
+
+// ListInstances implements Admin: instances with a record, newest first.
+func (p *FSProvider) ListInstances(ctx context.Context) ([]string, error) {
+	return p.listWhere("list_instances", func(*instanceFile) bool { return true })
+}
+
+// ListInstancesByStatus implements Admin.
+func (p *FSProvider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
+	return p.listWhere("list_instances_by_status", func(f *instanceFile) bool { return f.Status == status })
+}
+
+func (p *FSProvider) listWhere(op string, keep func(*instanceFile) bool) ([]string, error) {
+	all, err := p.scanInstances()
+	if err != nil {
+		return nil, Retryablef(op, err, "%v", err)
+	}
+	var sel []scannedInstance
+	for _, s := range all {
+		if s.f.Record != nil && keep(s.f) {
+			sel = append(sel, s)
+		}
+	}
+	sort.SliceStable(sel, func(i, j int) bool { return sel[i].f.Record.CreatedAtMs > sel[j].f.Record.CreatedAtMs })
+	out := make([]string, len(sel))
+	for i, s := range sel {
+		out[i] = s.f.Instance
+	}
+	return out, nil
+}
+
+// ListExecutions implements Admin: execution ids with a record, ascending.
+func (p *FSProvider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
+	const op = "list_executions"
+	key := instanceKey(instance)
+	ids, err := p.listExecutions(key)
+	if err != nil {
+		return nil, Retryablef(op, err, "%v", err)
+	}
+	out := []uint64{}
+	for _, id := range ids {
+		if _, err := p.fs.Stat(p.execStatePath(key, id)); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// ReadHistoryWithExecutionID implements Admin.
+func (p *FSProvider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]Event, error) {
+	return p.ReadWithExecution(ctx, instance, executionID)
+}
+
+// ReadHistory implements Admin.
+func (p *FSProvider) ReadHistory(ctx context.Context, instance string) ([]Event, error) {
+	return p.Read(ctx, instance)
+}
+
+// LatestExecutionID implements Admin (1 when the instance has none).
+func (p *FSProvider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
+	ids, err := p.ListExecutions(ctx, instance)
+	if err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return InitialExecutionID, nil
+	}
+	return ids[len(ids)-1], nil
+}
+
+// GetInstanceInfo implements Admin.
+func (p *FSProvider) GetInstanceInfo(ctx context.Context, instance string) (InstanceInfo, error) {
+	const op = "get_instance_info"
+	key, f, err := p.recordOf(op, instance)
+	if err != nil {
+		return InstanceInfo{}, err
+	}
+	info := InstanceInfo{
+		InstanceID: instance, OrchestrationName: f.Record.OrchestrationName,
+		OrchestrationVersion: derefOr(f.Record.OrchestrationVersion, "unknown"),
+		CurrentExecutionID:   f.CurrentExecutionID, Status: "Unknown",
+		CreatedAtMs: uint64(f.Record.CreatedAtMs), UpdatedAtMs: uint64(f.UpdatedAtMs),
+		ParentInstanceID: f.Record.ParentInstanceID,
+	}
+	ef, err := p.readExecutionFile(key, f.CurrentExecutionID)
+	if err != nil {
+		return InstanceInfo{}, Retryablef(op, err, "%v", err)
+	}
+	if ef != nil {
+		info.Status, info.Output = ef.Status, ef.Output
+	}
+	return info, nil
+}
+
+// GetExecutionInfo implements Admin.
+func (p *FSProvider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (ExecutionInfo, error) {
+	const op = "get_execution_info"
+	ef, err := p.readExecutionFile(instanceKey(instance), executionID)
+	if err != nil {
+		return ExecutionInfo{}, Retryablef(op, err, "%v", err)
+	}
+	if ef == nil {
+		return ExecutionInfo{}, Permanentf(op, ErrNotFound, "Execution %d of instance %s not found", executionID, instance)
+	}
+	info := ExecutionInfo{ExecutionID: executionID, Status: ef.Status, Output: ef.Output, StartedAtMs: uint64(ef.StartedAtMs), EventCount: ef.EventCount}
+	if ef.CompletedAtMs != nil {
+		c := uint64(*ef.CompletedAtMs)
+		info.CompletedAtMs = &c
+	}
+	return info, nil
+}
+
+// GetSystemMetrics implements Admin, from instance.json summaries.
+func (p *FSProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, error) {
+	all, err := p.scanInstances()
+	if err != nil {
+		return SystemMetrics{}, Retryablef("get_system_metrics", err, "%v", err)
+	}
+	var m SystemMetrics
+	for _, s := range all {
+		m.TotalExecutions += uint64(len(s.f.Executions))
+		m.TotalEvents += s.f.TotalEvents
+		if s.f.Record == nil {
+			continue
+		}
+		m.TotalInstances++
+		switch s.f.Status {
+		case "Running":
+			m.RunningInstances++
+		case "Completed":
+			m.CompletedInstances++
+		case "Failed":
+			m.FailedInstances++
+		}
+	}
+	return m, nil
+}
+
+// GetQueueDepths implements Admin: unlocked messages of each queue.
+func (p *FSProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
+	const op = "get_queue_depths"
+	var d QueueDepths
+	entries, err := p.orchQ.List()
+	if err != nil {
+		return d, Retryablef(op, err, "%v", err)
+	}
+	nowMs := p.nowMs()
+	locked := map[string]map[string]bool{} // key → batch names under a live lease
+	for _, e := range entries {
+		key := e.Attrs[attrKey]
+		b, seen := locked[key]
+		if !seen {
+			b = map[string]bool{}
+			if l, ok, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil && ok && l.HeldAt(nowMs) {
+				for _, n := range decodeOrchState(l).Batch {
+					b[n] = true
+				}
+			}
+			locked[key] = b
+		}
+		if !b[e.Name] {
+			d.OrchestratorQueue++
+		}
+	}
+	wentries, err := p.workQ.List()
+	if err != nil {
+		return d, Retryablef(op, err, "%v", err)
+	}
+	claimed := map[string]bool{}
+	names, err := p.workQ.Claims()
+	if err != nil {
+		return d, Retryablef(op, err, "%v", err)
+	}
+	for _, n := range names {
+		_ = p.workQ.WithClaim(ctx, n, func(g *fsqueue.ClaimGuard) error {
+			c, ok, err := g.Read()
+			if err == nil && ok && (c.State != "" || (c.Token != "" && c.LockedUntilMs > g.Now().UnixMilli())) {
+				claimed[n] = true
+			}
+			return nil
+		})
+	}
+	for _, e := range wentries {
+		if !claimed[e.Name] {
+			d.WorkerQueue++
+		}
+	}
+	return d, nil
+}
+
+// childrenIndex maps parent instance id → child ids, from one scan.
+func childrenIndex(all []scannedInstance) map[string][]string {
+	idx := map[string][]string{}
+	for _, s := range all {
+		if s.f.Record != nil && s.f.Record.ParentInstanceID != nil {
+			idx[*s.f.Record.ParentInstanceID] = append(idx[*s.f.Record.ParentInstanceID], s.f.Instance)
+		}
+	}
+	return idx
+}
+
+// ListChildren implements Admin.
+func (p *FSProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
+	all, err := p.scanInstances()
+	if err != nil {
+		return nil, Retryablef("list_children", err, "%v", err)
+	}
+	out := childrenIndex(all)[instance]
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
+// GetParentID implements Admin.
+func (p *FSProvider) GetParentID(ctx context.Context, instance string) (string, bool, error) {
+	_, f, err := p.recordOf("get_parent_id", instance)
+	if err != nil {
+		return "", false, err
+	}
+	if f.Record.ParentInstanceID == nil {
+		return "", false, nil
+	}
+	return *f.Record.ParentInstanceID, true, nil
+}
+
+// GetInstanceTree implements Admin: the instance and all its descendants,
+// from one scan of the instance files.
+func (p *FSProvider) GetInstanceTree(ctx context.Context, instance string) (InstanceTree, error) {
+	all, err := p.scanInstances()
+	if err != nil {
+		return InstanceTree{}, Retryablef("get_instance_tree", err, "%v", err)
+	}
+	return treeOf(childrenIndex(all), instance), nil
+}
+
+func treeOf(idx map[string][]string, root string) InstanceTree {
+	t := InstanceTree{RootID: root, AllIDs: []string{root}}
+	seen := map[string]bool{root: true}
+	for i := 0; i < len(t.AllIDs); i++ {
+		for _, c := range idx[t.AllIDs[i]] {
+			if !seen[c] {
+				seen[c] = true
+				t.AllIDs = append(t.AllIDs, c)
+			}
+		}
+	}
+	return t
+}
+
+// DeleteInstance implements Admin: a root instance and its whole tree.
+func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force bool) (DeleteInstanceResult, error) {
+	const op = "delete_instance"
+	parent, hasParent, err := p.GetParentID(ctx, instance)
+	if err != nil {
+		return DeleteInstanceResult{}, err
+	}
+	if hasParent {
+		return DeleteInstanceResult{}, Permanentf(op, ErrInvalidWorkItem,
+			"Cannot delete sub-orchestration %s directly (its parent is %s). Delete root instance instead.", instance, parent)
+	}
+	tree, err := p.GetInstanceTree(ctx, instance)
+	if err != nil {
+		return DeleteInstanceResult{}, err
+	}
+	return p.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
+}
+
+// DeleteInstancesAtomic implements Admin: all of ids, or nothing.
+func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
+	const op = "delete_instances_atomic"
+	var res DeleteInstanceResult
+	if len(ids) == 0 {
+		return res, nil
+	}
+	keyOf := map[string]string{}
+	for _, id := range ids {
+		keyOf[instanceKey(id)] = id
+	}
+	keys := make([]string, 0, len(keyOf))
+	for k := range keyOf {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // a global order: concurrent deleters cannot deadlock
+	guards := map[string]*lease.Guard{}
+	defer func() {
+		for _, g := range guards {
+			g.Unlock()
+		}
+	}()
+	for _, k := range keys {
+		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		if err != nil {
+			return res, Retryablef(op, err, "lock %s: %v", keyOf[k], err)
+		}
+		guards[k] = g
+		if err := p.redoPending(ctx, g, k); err != nil {
+			return res, Retryablef(op, err, "recover pending commit of %s: %v", keyOf[k], err)
+		}
+	}
+
+	// Validate inside the critical section: status, and the orphan check
+	// (a child created after the caller walked the tree).
+	files := map[string]*instanceFile{}
+	for _, k := range keys {
+		f, err := p.readInstanceFile(k)
+		if err != nil {
+			return res, Retryablef(op, err, "%v", err)
+		}
+		if f == nil {
+			continue
+		}
+		files[k] = f
+		if !force && f.Status == "Running" {
+			return res, Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
+		}
+	}
+	all, err := p.scanInstances()
+	if err != nil {
+		return res, Retryablef(op, err, "%v", err)
+	}
+	for _, s := range all {
+		if s.f.Record == nil || s.f.Record.ParentInstanceID == nil {
+			continue
+		}
+		if _, inSet := keyOf[s.key]; inSet {
+			continue
+		}
+		if _, parentIn := keyOf[instanceKey(*s.f.Record.ParentInstanceID)]; parentIn {
+			return res, Permanentf(op, ErrInvalidWorkItem,
+				"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", s.f.Instance, *s.f.Record.ParentInstanceID)
+		}
+	}
+
+	// Counts and the messages to delete.
+	var msgs []queueRef
+	orch, err := p.orchQ.List()
+	if err != nil {
+		return res, Retryablef(op, err, "%v", err)
+	}
+	for _, e := range orch {
+		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
+			msgs = append(msgs, queueRef{"orchestrator", e.Name})
+		}
+	}
+	work, err := p.workQ.List()
+	if err != nil {
+		return res, Retryablef(op, err, "%v", err)
+	}
+	for _, e := range work {
+		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
+			msgs = append(msgs, queueRef{"worker", e.Name})
+		}
+	}
+	for _, f := range files {
+		if f.Record != nil {
+			res.InstancesDeleted++
+		}
+		res.ExecutionsDeleted += uint64(len(f.Executions))
+		res.EventsDeleted += f.TotalEvents
+	}
+	res.QueueMessagesDeleted = uint64(len(msgs))
+	if len(files) == 0 && len(msgs) == 0 {
+		return res, nil
+	}
+
+	// Intents, then the group record (the commit point).
+	// Crash after some intents, before the group record: each intent is
+	// dropped by the next holder of its flock (no group record = aborted).
+	group := groupPrefix + uuid.NewString()
+	for _, k := range keys {
+		rec := commitRecord{Format: commitFormat, Kind: kindDeleteIntent, Key: k, Instance: keyOf[k], Group: group, Delete: refsFor(msgs, k, orch, work)}
+		data, _ := jsonMarshal(rec)
+		if err := vfs.WriteFileNoDirSync(p.fs, p.commitPath(k), data); err != nil {
+			p.dropIntents(keys)
+			return DeleteInstanceResult{}, Retryablef(op, err, "write delete intent: %v", err)
+		}
+	}
+	if err := p.fs.SyncDir(filepath.Join(p.dir, "commits")); err != nil {
+		p.dropIntents(keys)
+		return DeleteInstanceResult{}, Retryablef(op, err, "sync delete intents: %v", err)
+	}
+	grec := commitRecord{Format: commitFormat, Kind: kindDeleteGroup, Keys: keys}
+	data, _ := jsonMarshal(grec)
+	if err := vfs.WriteFile(p.fs, p.commitPath(group), data); err != nil {
+		if _, serr := p.fs.Stat(p.commitPath(group)); serr != nil {
+			p.dropIntents(keys)
+		}
+		return DeleteInstanceResult{}, Retryablef(op, err, "commit deletion: %v", err)
+	}
+	afterCommitPoint("delete")
+	// Committed. Apply each intent; failures are left to recovery.
+	for _, k := range keys {
+		if err := p.redoPending(ctx, guards[k], k); err != nil {
+			p.log.Warn("durofs: deletion committed, apply deferred to recovery", "instance", keyOf[k], "err", err)
+			p.stats.applyDeferred.Add(1)
+			return res, nil
+		}
+	}
+	if err := p.removeCommit(group); err != nil {
+		p.log.Warn("durofs: deletion committed, group record cleanup deferred", "err", err)
+	}
+	p.notify()
+	return res, nil
+}
+
+// refsFor returns the messages of msgs that belong to instance key k.
+func refsFor(msgs []queueRef, k string, orch, work []fsqueue.Entry) []queueRef {
+	owner := map[string]string{}
+	for _, e := range orch {
+		owner["orchestrator/"+e.Name] = e.Attrs[attrKey]
+	}
+	for _, e := range work {
+		owner["worker/"+e.Name] = e.Attrs[attrKey]
+	}
+	var out []queueRef
+	for _, m := range msgs {
+		if owner[m.Queue+"/"+m.Name] == k {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (p *FSProvider) dropIntents(keys []string) {
+	for _, k := range keys {
+		_ = p.fs.Remove(p.commitPath(k))
+	}
+	_ = p.fs.SyncDir(filepath.Join(p.dir, "commits"))
+}
+
+// applyDeleteIntent applies (or aborts) one instance's part of a deletion
+// group. The caller holds the instance flock. Idempotent.
+func (p *FSProvider) applyDeleteIntent(ctx context.Context, g *lease.Guard, rec *commitRecord) error {
+	key := rec.Key
+	if _, err := p.fs.Stat(p.commitPath(rec.Group)); err != nil {
+		if !vfs.IsNotExist(err) {
+			return err
+		}
+		// The group never committed: the deletion did not happen.
+		return p.removeCommit(key)
+	}
+	// Queue messages first (worker items under their claim lock, so a
+	// worker holding one sees it vanish: its ack then fails).
+	used := map[string]bool{}
+	for _, r := range rec.Delete {
+		q := p.queue(r.Queue)
+		var err error
+		if r.Queue == "worker" {
+			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
+		} else {
+			err = q.Delete(r.Name)
+		}
+		if err != nil {
+			return err
+		}
+		used[r.Queue] = true
+	}
+	for qn := range used {
+		if err := p.queue(qn).SyncDir(); err != nil {
+			return err
+		}
+	}
+	if used["worker"] {
+		if err := p.workQ.SyncClaimsDir(); err != nil {
+			return err
+		}
+	}
+	// Then the instance's state. instance.json goes before the executions so
+	// a crash in between leaves no listed instance without history.
+	if err := p.fs.Remove(p.instFilePath(key)); err != nil && !vfs.IsNotExist(err) {
+		return err
+	}
+	if err := p.fs.SyncDir(p.instDir(key)); err != nil {
+		return err
+	}
+	if err := p.fs.RemoveAll(filepath.Join(p.instDir(key), "executions")); err != nil {
+		return err
+	}
+	if err := p.fs.SyncDir(p.instDir(key)); err != nil {
+		return err
+	}
+	// Reset the lease: outstanding tokens fail; the fence is kept so fences
+	// of a re-created instance keep increasing.
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return err
+	}
+	if err := g.Write(lease.Lease{Fence: cur.Fence}); err != nil {
+		return err
+	}
+	return p.removeCommit(key)
+}
+
+// recoverDeleteGroup finishes a committed deletion group left by a dead
+// process: every instance whose intent is still pending is deleted.
+func (p *FSProvider) recoverDeleteGroup(ctx context.Context, group string) error {
+	var rec commitRecord
+	ok, err := p.readJSON(p.commitPath(group), &rec)
+	if err != nil || !ok {
+		return err
+	}
+	keys := slices.Clone(rec.Keys)
+	sort.Strings(keys)
+	for _, k := range keys {
+		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		if err != nil {
+			return err
+		}
+		err = p.redoPending(ctx, g, k)
+		g.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return p.removeCommit(group)
+}
+
+// DeleteInstanceBulk implements Admin: terminal root instances matching
+// filter, each with its whole tree (forced, as in the reference).
+func (p *FSProvider) DeleteInstanceBulk(ctx context.Context, filter InstanceFilter) (DeleteInstanceResult, error) {
+	const op = "delete_instance_bulk"
+	var res DeleteInstanceResult
+	if filter.InstanceIDs != nil && len(filter.InstanceIDs) == 0 {
+		return res, nil
+	}
+	all, err := p.scanInstances()
+	if err != nil {
+		return res, Retryablef(op, err, "%v", err)
+	}
+	cands := p.filterInstances(all, filter, func(f *instanceFile) bool {
+		return f.Record.ParentInstanceID == nil && (f.Status == "Completed" || f.Status == "Failed" || f.Status == "ContinuedAsNew")
+	})
+	idx := childrenIndex(all)
+	for _, id := range cands {
+		r, err := p.DeleteInstancesAtomic(ctx, treeOf(idx, id).AllIDs, true)
+		if err != nil {
+			return res, err
+		}
+		res = res.Add(r)
+	}
+	return res, nil
+}
+
+// filterInstances applies an InstanceFilter (ids, completed_before, then limit).
+func (p *FSProvider) filterInstances(all []scannedInstance, filter InstanceFilter, keep func(*instanceFile) bool) []string {
+	var allow map[string]bool
+	if filter.InstanceIDs != nil {
+		allow = map[string]bool{}
+		for _, id := range filter.InstanceIDs {
+			allow[id] = true
+		}
+	}
+	limit := DefaultBulkLimit
+	if filter.Limit != nil {
+		limit = int(*filter.Limit)
+	}
+	var out []string
+	for _, s := range all {
+		f := s.f
+		if f.Record == nil || (allow != nil && !allow[f.Instance]) || !keep(f) {
+			continue
+		}
+		if filter.CompletedBeforeMs != nil && (f.CompletedAtMs == nil || uint64(*f.CompletedAtMs) >= *filter.CompletedBeforeMs) {
+			continue
+		}
+		if len(out) >= limit {
+			break
+		}
+		out = append(out, f.Instance)
+	}
+	return out
+}
+
+// PruneExecutions implements Admin. The current execution and Running
+// executions are always kept; KV state is not touched.
+func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, options PruneOptions) (PruneResult, error) {
+	const op = "prune_executions"
+	key := instanceKey(instance)
+	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	if err != nil {
+		return PruneResult{}, Retryablef(op, err, "lock instance: %v", err)
+	}
+	defer g.Unlock()
+	if err := p.redoPending(ctx, g, key); err != nil {
+		return PruneResult{}, Retryablef(op, err, "recover pending commit: %v", err)
+	}
+	f, err := p.readInstanceFile(key)
+	if err != nil {
+		return PruneResult{}, Retryablef(op, err, "%v", err)
+	}
+	if f == nil || f.Record == nil {
+		return PruneResult{}, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
+	}
+	execs := slices.Clone(f.Executions)
+	slices.Sort(execs)
+	keepTop := map[uint64]bool{}
+	if options.KeepLast != nil && *options.KeepLast > 0 {
+		for i := len(execs) - 1; i >= 0 && len(keepTop) < int(*options.KeepLast); i-- {
+			keepTop[execs[i]] = true
+		}
+	}
+	res := PruneResult{InstancesProcessed: 1}
+	nf := *f
+	nf.Executions = nil
+	var prune []uint64
+	for _, e := range execs {
+		ef, err := p.readExecutionFile(key, e)
+		if err != nil {
+			return PruneResult{}, Retryablef(op, err, "%v", err)
+		}
+		drop := e != f.CurrentExecutionID && ef != nil && ef.Status != "Running" && !keepTop[e]
+		if drop && options.CompletedBeforeMs != nil {
+			drop = ef.CompletedAtMs != nil && uint64(*ef.CompletedAtMs) < *options.CompletedBeforeMs
+		}
+		if !drop {
+			nf.Executions = append(nf.Executions, e)
+			continue
+		}
+		prune = append(prune, e)
+		res.ExecutionsDeleted++
+		res.EventsDeleted += ef.EventCount
+		nf.TotalEvents -= min(nf.TotalEvents, ef.EventCount)
+	}
+	if len(prune) == 0 {
+		return res, nil
+	}
+	// Commit point: the prune record. Crash after it: the next flock holder
+	// removes the remaining directories and writes instance.json.
+	rec := commitRecord{Format: commitFormat, Kind: kindPrune, Key: key, Instance: instance, InstanceFile: &nf, PruneExecutions: prune}
+	data, _ := jsonMarshal(rec)
+	if err := vfs.WriteFile(p.fs, p.commitPath(key), data); err != nil {
+		return PruneResult{}, Retryablef(op, err, "commit prune: %v", err)
+	}
+	afterCommitPoint("prune")
+	if err := p.applyPrune(&rec); err != nil {
+		p.log.Warn("durofs: prune committed, apply deferred to recovery", "instance", instance, "err", err)
+		p.stats.applyDeferred.Add(1)
+	}
+	return res, nil
+}
+
+// applyPrune removes pruned execution directories and writes the new
+// instance file (idempotent).
+func (p *FSProvider) applyPrune(rec *commitRecord) error {
+	for _, e := range rec.PruneExecutions {
+		if err := p.fs.RemoveAll(p.execDir(rec.Key, e)); err != nil {
+			return err
+		}
+	}
+	if err := p.fs.SyncDir(filepath.Join(p.instDir(rec.Key), "executions")); err != nil && !vfs.IsNotExist(err) {
+		return err
+	}
+	if rec.InstanceFile != nil {
+		data, _ := jsonMarshal(rec.InstanceFile)
+		if err := vfs.WriteFile(p.fs, p.instFilePath(rec.Key), data); err != nil {
+			return err
+		}
+	}
+	return p.removeCommit(rec.Key)
+}
+
+// PruneExecutionsBulk implements Admin: instances of any status matching filter.
+func (p *FSProvider) PruneExecutionsBulk(ctx context.Context, filter InstanceFilter, options PruneOptions) (PruneResult, error) {
+	const op = "prune_executions_bulk"
+	var res PruneResult
+	if filter.InstanceIDs != nil && len(filter.InstanceIDs) == 0 {
+		return res, nil
+	}
+	all, err := p.scanInstances()
+	if err != nil {
+		return res, Retryablef(op, err, "%v", err)
+	}
+	for _, id := range p.filterInstances(all, filter, func(*instanceFile) bool { return true }) {
+		r, err := p.PruneExecutions(ctx, id, options)
+		if err != nil {
+			return res, err
+		}
+		res.InstancesProcessed += r.InstancesProcessed
+		res.ExecutionsDeleted += r.ExecutionsDeleted
+		res.EventsDeleted += r.EventsDeleted
+	}
+	return res, nil
+}
