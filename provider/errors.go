@@ -67,6 +67,8 @@ var (
 	ErrTooLarge = errors.New("too large")
 	// ErrCorrupt: stored data failed its checksum or could not be decoded.
 	ErrCorrupt = errors.New("corrupt data")
+	// ErrUnsupportedFS: Open refused a network file system or an unknown format.
+	ErrUnsupportedFS = errors.New("unsupported file system or format")
 	// ErrClosed: the provider was closed.
 	ErrClosed = errors.New("provider closed")
 )

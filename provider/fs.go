@@ -58,6 +58,10 @@ type Options struct {
 	// dead processes and removes stale temporary files. Zero means 2 s;
 	// negative disables the background sweep (Open still recovers once).
 	SweepInterval time.Duration
+	// AllowNetworkFS lets Open use a directory on a network file system
+	// (NFS, SMB, FUSE). flock and O_APPEND lose their guarantees there, so
+	// Open refuses such directories unless this is set.
+	AllowNetworkFS bool
 	// PollInterval is how often a long-polling fetch re-checks the queue for
 	// work enqueued by other processes. Zero means 10 ms. Work enqueued by
 	// this process wakes fetches at once.
@@ -136,6 +140,16 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		durability: opts.Durability, poll: poll,
 		notifyCh: make(chan struct{}), stop: make(chan struct{}),
 	}
+	if opts.FS == nil && !opts.AllowNetworkFS {
+		if err := (vfs.OS{}).MkdirAll(dir, vfs.DirPerm); err != nil {
+			return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+		}
+		if kind, err := networkFS(dir); err != nil {
+			return nil, fmt.Errorf("durofs: open %s: statfs: %w", dir, err)
+		} else if kind != "" {
+			return nil, fmt.Errorf("durofs: open %s: %w: the directory is on a %s file system, where flock and O_APPEND do not give durofs's guarantees (set Options.AllowNetworkFS to override)", dir, ErrUnsupportedFS, kind)
+		}
+	}
 	if err := p.initLayout(); err != nil {
 		return nil, err
 	}
@@ -184,10 +198,10 @@ func (p *FSProvider) initLayout() error {
 	}
 	var f formatFile
 	if err := jsonUnmarshal(data, &f); err != nil || f.Format != "durofs" {
-		return fmt.Errorf("durofs: open %s: %s is not a durofs FORMAT file", p.dir, path)
+		return fmt.Errorf("durofs: open %s: %w: %s is not a durofs FORMAT file", p.dir, ErrUnsupportedFS, path)
 	}
 	if f.Version != FormatVersion {
-		return fmt.Errorf("durofs: open %s: on-disk format version %d is not supported (this build reads version %d)", p.dir, f.Version, FormatVersion)
+		return fmt.Errorf("durofs: open %s: %w: on-disk format version %d (this build reads version %d)", p.dir, ErrUnsupportedFS, f.Version, FormatVersion)
 	}
 	return nil
 }
