@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +18,10 @@ const (
 	childOrchName   = "ChildOrch"
 	longRunningName = "LongRunning"
 
-	statusRunning        = "Running"
-	statusCompleted      = "Completed"
-	statusFailed         = "Failed"
-	statusContinuedAsNew = "ContinuedAsNew"
+	stRunning        = "Running"
+	stCompleted      = "Completed"
+	stFailed         = "Failed"
+	stContinuedAsNew = "ContinuedAsNew"
 )
 
 // adminHarness is a harness with the provider's Admin capability.
@@ -76,7 +75,7 @@ func (h *adminHarness) createTerminalInstance(instance, status, output string) {
 // instance with output "done".
 func (h *adminHarness) createCompletedInstance(instance string) {
 	h.t.Helper()
-	h.createTerminalInstance(instance, statusCompleted, "done")
+	h.createTerminalInstance(instance, stCompleted, "done")
 }
 
 // createCompletedInstanceWithParent is create_completed_instance_with_parent:
@@ -89,7 +88,7 @@ func (h *adminHarness) createCompletedInstanceWithParent(instance, parent string
 	h.enqueue(start, 0)
 	item := h.fetchSome(longLock, instance, "creating a completed sub-orchestration: fetching the start just enqueued")
 	md := mdNameVersion(testOrchName, testOrchVersion)
-	md.Status, md.Output, md.ParentInstanceID = ptr(statusCompleted), ptr("done"), ptr(parent)
+	md.Status, md.Output, md.ParentInstanceID = ptr(stCompleted), ptr("done"), ptr(parent)
 	h.ackOK(item.LockToken, provider.InitialExecutionID,
 		[]provider.Event{startedWithParent(instance, testOrchName, parent, ptr[uint64](1))}, nil, nil, md)
 }
@@ -105,7 +104,7 @@ func (h *adminHarness) createChildInstance(instance, parent string) {
 	h.enqueue(start, 0)
 	item := h.fetchSome(5*time.Second, instance, "creating a child instance: fetching the start just enqueued")
 	md := mdNameVersion(childOrchName, testOrchVersion)
-	md.Status, md.Output, md.ParentInstanceID = ptr(statusCompleted), ptr("done"), ptr(parent)
+	md.Status, md.Output, md.ParentInstanceID = ptr(stCompleted), ptr("done"), ptr(parent)
 	h.ackOK(item.LockToken, provider.InitialExecutionID,
 		[]provider.Event{startedWithParent(instance, childOrchName, parent, nil)}, nil, nil, md)
 }
@@ -118,9 +117,9 @@ func (h *adminHarness) createChildInstance(instance, parent string) {
 // for the running variant, whose name is LongRunning).
 func (h *adminHarness) createMultiExecutionInstance(instance string, n uint64, running bool) {
 	h.t.Helper()
-	name, lastStatus := testOrchName, statusCompleted
+	name, lastStatus := testOrchName, stCompleted
 	if running {
-		name, lastStatus = longRunningName, statusRunning
+		name, lastStatus = longRunningName, stRunning
 	}
 	for exec := uint64(1); exec <= n; exec++ {
 		var item provider.WorkItem = startItem(instance)
@@ -135,7 +134,7 @@ func (h *adminHarness) createMultiExecutionInstance(instance string, n uint64, r
 		}
 		h.enqueue(item, 0)
 		locked := h.fetchSome(longLock, instance, fmt.Sprintf("creating execution %d of %d: fetching the %s just enqueued", exec, n, item.Kind()))
-		status := statusContinuedAsNew
+		status := stContinuedAsNew
 		if exec == n {
 			status = lastStatus
 		}
@@ -222,7 +221,7 @@ func (h *adminHarness) bulkDelete(filter provider.InstanceFilter) provider.Delet
 	h.t.Helper()
 	res, err := h.adm.DeleteInstanceBulk(h.ctx, filter)
 	if err != nil {
-		h.t.Fatalf("DeleteInstanceBulk(%s): unexpected error: %s", describeFilter(filter), describeErr(err))
+		h.t.Fatalf("DeleteInstanceBulk(%s): unexpected error: %s", describeInstanceFilter(filter), describeErr(err))
 	}
 	return res
 }
@@ -232,7 +231,7 @@ func (h *adminHarness) prune(instance string, opts provider.PruneOptions) provid
 	h.t.Helper()
 	res, err := h.adm.PruneExecutions(h.ctx, instance, opts)
 	if err != nil {
-		h.t.Fatalf("PruneExecutions(%q, %s): unexpected error: %s", instance, describePrune(opts), describeErr(err))
+		h.t.Fatalf("PruneExecutions(%q, %s): unexpected error: %s", instance, describePruneOptions(opts), describeErr(err))
 	}
 	return res
 }
@@ -242,7 +241,7 @@ func (h *adminHarness) pruneBulk(filter provider.InstanceFilter, opts provider.P
 	h.t.Helper()
 	res, err := h.adm.PruneExecutionsBulk(h.ctx, filter, opts)
 	if err != nil {
-		h.t.Fatalf("PruneExecutionsBulk(%s, %s): unexpected error: %s", describeFilter(filter), describePrune(opts), describeErr(err))
+		h.t.Fatalf("PruneExecutionsBulk(%s, %s): unexpected error: %s", describeInstanceFilter(filter), describePruneOptions(opts), describeErr(err))
 	}
 	return res
 }
@@ -290,14 +289,7 @@ func (h *adminHarness) wantPermanent(err error, what string) {
 	}
 }
 
-// sortedIDs returns a sorted copy of ids, for messages and comparisons.
-func sortedIDs[T string | uint64](ids []T) []T {
-	out := slices.Clone(ids)
-	slices.Sort(out)
-	return out
-}
-
-func describeFilter(f provider.InstanceFilter) string {
+func describeInstanceFilter(f provider.InstanceFilter) string {
 	var parts []string
 	if f.InstanceIDs != nil {
 		parts = append(parts, fmt.Sprintf("ids %q", f.InstanceIDs))
@@ -311,7 +303,7 @@ func describeFilter(f provider.InstanceFilter) string {
 	return "filter{" + strings.Join(parts, ", ") + "}"
 }
 
-func describePrune(o provider.PruneOptions) string {
+func describePruneOptions(o provider.PruneOptions) string {
 	keep, before := "None", "None"
 	if o.KeepLast != nil {
 		keep = fmt.Sprintf("Some(%d)", *o.KeepLast)
@@ -322,5 +314,5 @@ func describePrune(o provider.PruneOptions) string {
 	return fmt.Sprintf("keep_last %s, completed_before %s", keep, before)
 }
 
-// nowMs is the wall clock in milliseconds since the Unix epoch.
-func nowMs() uint64 { return uint64(time.Now().UnixMilli()) }
+// epochMsNow is the wall clock in milliseconds since the Unix epoch.
+func epochMsNow() uint64 { return uint64(time.Now().UnixMilli()) }

@@ -21,9 +21,9 @@ func testDeleteTerminalInstances(t *testing.T, f Factory) {
 		cancelled = "delete-term-cancelled"
 	)
 	h.createCompletedInstance(completed)
-	h.createTerminalInstance(failed, statusFailed, "error: something went wrong")
+	h.createTerminalInstance(failed, stFailed, "error: something went wrong")
 	// A cancelled orchestration is stored as Failed with a cancellation message.
-	h.createTerminalInstance(cancelled, statusFailed, "cancelled: user requested cancellation")
+	h.createTerminalInstance(cancelled, stFailed, "cancelled: user requested cancellation")
 	for _, inst := range []string{completed, failed, cancelled} {
 		h.info(inst)
 	}
@@ -81,7 +81,7 @@ func testDeleteCleansQueuesAndLocks(t *testing.T, f Factory) {
 	h.enqueueWorker(activityExecute(inst, 1, 1, "TestActivity"))
 	item := h.fetchSome(longLock, inst, "the start was just enqueued")
 	md := mdNameVersion(testOrchName, testOrchVersion)
-	md.Status = ptr(statusCompleted)
+	md.Status = ptr(stCompleted)
 	h.ackOK(item.LockToken, 1, []provider.Event{started(inst)}, nil, nil, md)
 
 	if res := h.deleteOK(inst, false); res.QueueMessagesDeleted < 1 {
@@ -361,7 +361,7 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 
 	staleResult := provider.ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 2, Result: "stale-result-from-old-instance"}
 	if err := h.wack(stale.LockToken, staleResult); err == nil {
-		t.Errorf("AckWorkItem with the token of a deleted instance's activity succeeded, want an error "+
+		t.Errorf("AckWorkItem with the token of a deleted instance's activity succeeded, want an error " +
 			"(deleting an instance must remove its worker rows, even locked ones)")
 	}
 
@@ -375,6 +375,6 @@ func testStaleActivityAfterDeleteRecreate(t *testing.T, f Factory) {
 	}
 
 	// Cleanup, as duroxide does; errors are ignored.
-	_ = h.ack(probe.LockToken, 1, nil, nil, nil, provider.ExecutionMetadata{Status: ptr(statusCompleted)})
+	_ = h.ack(probe.LockToken, 1, nil, nil, nil, provider.ExecutionMetadata{Status: ptr(stCompleted)})
 	_, _ = h.adm.DeleteInstance(h.ctx, inst, true)
 }

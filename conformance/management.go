@@ -42,15 +42,15 @@ func testListInstancesByStatus(t *testing.T, f Factory) {
 	h.enqueue(startItem(inst), 0)
 	item := h.fetchSome(longLock, inst, "the start was just enqueued")
 	md := mdNameVersion(testOrchName, testOrchVersion)
-	md.Status, md.Output = ptr(statusCompleted), ptr("done")
+	md.Status, md.Output = ptr(stCompleted), ptr("done")
 	h.ackOK(item.LockToken, 1, []provider.Event{started(inst)}, nil, nil, md)
 
-	got, err := h.adm.ListInstancesByStatus(h.ctx, statusCompleted)
+	got, err := h.adm.ListInstancesByStatus(h.ctx, stCompleted)
 	if err != nil {
-		t.Fatalf("ListInstancesByStatus(%q): unexpected error: %s", statusCompleted, describeErr(err))
+		t.Fatalf("ListInstancesByStatus(%q): unexpected error: %s", stCompleted, describeErr(err))
 	}
 	if !slices.Contains(got, inst) {
-		t.Errorf("ListInstancesByStatus(%q) = %q, want it to include %q", statusCompleted, got, inst)
+		t.Errorf("ListInstancesByStatus(%q) = %q, want it to include %q", stCompleted, got, inst)
 	}
 }
 
@@ -103,7 +103,7 @@ func testGetExecutionInfo(t *testing.T, f Factory) {
 	h.enqueue(startItem(inst), 0)
 	item := h.fetchSome(longLock, inst, "the start was just enqueued")
 	// The event's instance_id deliberately names a different instance.
-	md := provider.ExecutionMetadata{Status: ptr(statusCompleted), Output: ptr("result")}
+	md := provider.ExecutionMetadata{Status: ptr(stCompleted), Output: ptr("result")}
 	h.ackOK(item.LockToken, 1, []provider.Event{started("mgmt-bulk-del")}, nil, nil, md)
 
 	info, err := h.adm.GetExecutionInfo(h.ctx, inst, 1)
@@ -114,11 +114,13 @@ func testGetExecutionInfo(t *testing.T, f Factory) {
 	if info.ExecutionID != 1 {
 		t.Errorf("GetExecutionInfo(%q, 1).ExecutionID = %d, want 1", inst, info.ExecutionID)
 	}
-	if info.Status != statusCompleted {
-		t.Errorf("GetExecutionInfo(%q, 1).Status = %q, want %q", inst, info.Status, statusCompleted)
+	if info.Status != stCompleted {
+		t.Errorf("GetExecutionInfo(%q, 1).Status = %q, want %q", inst, info.Status, stCompleted)
 	}
-	if info.Output == nil || *info.Output != "result" {
-		t.Errorf("GetExecutionInfo(%q, 1).Output = %s, want %q", inst, describeStr(info.Output), "result")
+	if info.Output == nil {
+		t.Errorf("GetExecutionInfo(%q, 1).Output = None, want %q", inst, "result")
+	} else if *info.Output != "result" {
+		t.Errorf("GetExecutionInfo(%q, 1).Output = %q, want %q", inst, *info.Output, "result")
 	}
 }
 
@@ -167,12 +169,4 @@ func testGetQueueDepths(t *testing.T, f Factory) {
 		t.Errorf("GetQueueDepths: orchestrator_queue = %d after an enqueue, want more than the baseline %d",
 			after.OrchestratorQueue, before.OrchestratorQueue)
 	}
-}
-
-// describeStr formats an optional string.
-func describeStr(s *string) string {
-	if s == nil {
-		return "None"
-	}
-	return fmt.Sprintf("Some(%q)", *s)
 }

@@ -23,7 +23,7 @@ func testPruneOptionsCombinations(t *testing.T, f Factory) {
 	}
 	opts := provider.PruneOptions{KeepLast: ptr[uint32](2)}
 	if res := h.prune(inst, opts); res.InstancesProcessed != 1 {
-		t.Errorf("PruneExecutions(%q, %s) = %+v, want instances_processed 1", inst, describePrune(opts), res)
+		t.Errorf("PruneExecutions(%q, %s) = %+v, want instances_processed 1", inst, describePruneOptions(opts), res)
 	}
 	got := h.executions(inst)
 	if len(got) != 2 {
@@ -70,17 +70,17 @@ func testPruneSafety(t *testing.T, f Factory) {
 		inst := "prune-terminal-" + c.label
 		h.createMultiExecutionInstance(inst, 4, false)
 		info := h.info(inst)
-		if info.Status != statusCompleted {
-			t.Errorf("GetInstanceInfo(%q).Status = %q, want %q", inst, info.Status, statusCompleted)
+		if info.Status != stCompleted {
+			t.Errorf("GetInstanceInfo(%q).Status = %q, want %q", inst, info.Status, stCompleted)
 		}
 		opts := provider.PruneOptions{KeepLast: c.keep}
 		res := h.prune(inst, opts)
 		if got := h.executions(inst); !slices.Equal(got, []uint64{info.CurrentExecutionID}) {
 			t.Errorf("ListExecutions(%q) after pruning with %s = %v, want only the current execution [%d]",
-				inst, describePrune(opts), got, info.CurrentExecutionID)
+				inst, describePruneOptions(opts), got, info.CurrentExecutionID)
 		}
 		if res.ExecutionsDeleted < 3 {
-			t.Errorf("PruneExecutions(%q, %s) = %+v, want executions_deleted ≥ 3", inst, describePrune(opts), res)
+			t.Errorf("PruneExecutions(%q, %s) = %+v, want executions_deleted ≥ 3", inst, describePruneOptions(opts), res)
 		}
 	}
 }
@@ -100,7 +100,7 @@ func testPruneBulk(t *testing.T, f Factory) {
 	res := h.pruneBulk(filter, opts)
 	if res.InstancesProcessed != 2 || res.ExecutionsDeleted < 4 {
 		t.Errorf("PruneExecutionsBulk(%s, %s) = %+v, want instances_processed 2 and executions_deleted ≥ 4",
-			describeFilter(filter), describePrune(opts), res)
+			describeInstanceFilter(filter), describePruneOptions(opts), res)
 	}
 	for i, want := range []int{1, 1, 4} {
 		if got := h.executions(insts[i]); len(got) != want {
@@ -120,8 +120,8 @@ func testPruneBulkIncludesRunningInstances(t *testing.T, f Factory) {
 		t.Fatalf("ListExecutions(%q) = %v, want 3 executions", inst, got)
 	}
 	info := h.info(inst)
-	if info.Status != statusRunning || info.CurrentExecutionID != 3 {
-		t.Fatalf("GetInstanceInfo(%q): status %q, current execution %d; want %q and 3", inst, info.Status, info.CurrentExecutionID, statusRunning)
+	if info.Status != stRunning || info.CurrentExecutionID != 3 {
+		t.Fatalf("GetInstanceInfo(%q): status %q, current execution %d; want %q and 3", inst, info.Status, info.CurrentExecutionID, stRunning)
 	}
 
 	filter := provider.InstanceFilter{InstanceIDs: []string{inst}}
@@ -129,12 +129,12 @@ func testPruneBulkIncludesRunningInstances(t *testing.T, f Factory) {
 	res := h.pruneBulk(filter, opts)
 	if res.InstancesProcessed != 1 || res.ExecutionsDeleted != 2 {
 		t.Errorf("PruneExecutionsBulk(%s, %s) = %+v, want instances_processed 1 and executions_deleted 2 (running instances are not skipped)",
-			describeFilter(filter), describePrune(opts), res)
+			describeInstanceFilter(filter), describePruneOptions(opts), res)
 	}
 	if got := h.executions(inst); !slices.Equal(got, []uint64{3}) {
 		t.Errorf("ListExecutions(%q) after the bulk prune = %v, want [3]", inst, got)
 	}
-	if got := h.info(inst).Status; got != statusRunning {
-		t.Errorf("GetInstanceInfo(%q).Status = %q after the bulk prune, want %q", inst, got, statusRunning)
+	if got := h.info(inst).Status; got != stRunning {
+		t.Errorf("GetInstanceInfo(%q).Status = %q after the bulk prune, want %q", inst, got, stRunning)
 	}
 }
