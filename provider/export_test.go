@@ -57,4 +57,6 @@ func MaxAttemptCountForTest(p *FSProvider, instance string) (uint32, error) {
 	return m, nil
 }
 
-func writeFileForTest(p *FSProvider, path string, data []byte) error { return vfs.WriteFile(p.fs, path, data) }
+func writeFileForTest(p *FSProvider, path string, data []byte) error {
+	return vfs.WriteFile(p.fs, path, data)
+}

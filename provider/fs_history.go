@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/durofs/durofs/history"
-	"github.com/durofs/durofs/lease"
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // Read implements Provider: the latest execution's history.
@@ -38,9 +38,12 @@ func (p *FSProvider) readExec(op, key string, exec uint64) ([]Event, error) {
 	return events, nil
 }
 
-// AppendWithExecution implements Provider. It appends under the instance
-// flock (so it cannot interleave with an ack) and rejects event id 0 and
-// duplicates without writing anything.
+// AppendWithExecution implements Provider. It is a test and debugging path,
+// but it is still a commit: under the instance flock it validates (event id 0
+// and duplicates fail with nothing written), writes a commit record that
+// appends the events at their position and updates the instance's summary
+// counters, and applies it. Like the SQLite reference it creates no
+// execution record.
 func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []Event) error {
 	const op = "append_with_execution"
 	key := instanceKey(instance)
@@ -52,26 +55,65 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	if err := p.redoPending(ctx, g, key); err != nil {
 		return Retryablef(op, err, "recover pending commit: %v", err)
 	}
+	if len(events) == 0 {
+		return nil
+	}
 	cur, _, _ := g.Read()
-	recs := make([]history.Record, 0, len(events))
+	scan, err := history.Open(p.fs, p.historyPath(key, executionID)).Read()
+	if err != nil {
+		if errors.Is(err, history.ErrCorrupt) {
+			return Permanentf(op, ErrCorrupt, "%v", err)
+		}
+		return Retryablef(op, err, "%v", err)
+	}
+	existing := make(map[uint64]bool, len(scan.Records))
+	for _, r := range scan.Records {
+		existing[r.ID] = true
+	}
+	rec := &commitRecord{Format: commitFormat, Instance: instance, Key: key, Fence: cur.Fence,
+		ExecutionID: executionID, CommittedMs: p.nowMs(), HistoryBase: len(scan.Records)}
 	for _, ev := range events {
 		if ev.EventID == 0 {
 			return Permanentf(op, ErrInvalidEvent, "event_id must be set by runtime")
 		}
+		if existing[ev.EventID] {
+			return Permanentf(op, ErrDuplicateEvent, "duplicate event_id %d in execution %d", ev.EventID, executionID)
+		}
+		existing[ev.EventID] = true
 		raw, err := ev.MarshalJSON()
 		if err != nil {
 			return Permanentf(op, ErrInvalidEvent, "encode event %d: %v", ev.EventID, err)
 		}
-		recs = append(recs, history.Record{ID: ev.EventID, Epoch: cur.Fence, Payload: compactJSON(raw)})
+		rec.History = append(rec.History, compactJSON(raw))
+		rec.HistoryIDs = append(rec.HistoryIDs, ev.EventID)
+	}
+	inf, err := p.readInstanceFile(key)
+	if err != nil {
+		return Retryablef(op, err, "%v", err)
+	}
+	if inf != nil {
+		nf := *inf
+		nf.TotalEvents += uint64(len(events))
+		rec.InstanceFile = &nf
+	}
+	if ef, err := p.readExecutionFile(key, executionID); err == nil && ef != nil {
+		ne := *ef
+		ne.EventCount = uint64(len(scan.Records) + len(events))
+		rec.ExecutionFile = &ne
 	}
 	if err := p.mkdirDurable(p.execDir(key, executionID)); err != nil {
 		return Retryablef(op, err, "%v", err)
 	}
-	if err := history.Open(p.fs, p.historyPath(key, executionID)).Append(recs); err != nil {
-		if errors.Is(err, history.ErrDuplicateID) {
-			return Permanentf(op, ErrDuplicateEvent, "duplicate event_id: %v", err)
-		}
-		return Retryablef(op, err, "%v", err)
+	data, err := jsonMarshal(rec)
+	if err != nil {
+		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
+	}
+	if err := vfs.WriteFile(p.fs, p.commitPath(key), data); err != nil {
+		return Retryablef(op, err, "write commit record: %v", err)
+	}
+	if err := p.apply(ctx, g, rec); err != nil {
+		p.log.Warn("durofs: append committed, apply deferred to recovery", "instance", instance, "err", err)
+		p.stats.applyDeferred.Add(1)
 	}
 	return nil
 }
@@ -90,5 +132,3 @@ func (p *FSProvider) GetCustomStatus(ctx context.Context, instance string, lastS
 	}
 	return &CustomStatus{Status: inf.Record.CustomStatus, Version: inf.Record.CustomStatusVersion}, nil
 }
-
-var _ = lease.ErrCorrupt
