@@ -8,7 +8,11 @@
 // document §1.5). It covers the categories that every provider needs:
 // instance_creation, atomicity, error_handling, instance_locking,
 // lock_expiration, multi_execution, queue_semantics, long_polling and
-// poison_message — 64 tests in all, listed by [Catalog].
+// poison_message (catalog A–G, I, J); the management, deletion, prune and
+// bulk_deletion categories of the Admin capability (H, L, M, N); and
+// cancellation, capability_filtering, sessions, custom_status and
+// tag_filtering (K, O, P, Q, R) — catalog numbers 1–178, listed by
+// [Catalog].
 //
 // # Running the suite
 //
@@ -60,7 +64,10 @@
 //
 // Every test that runs calls [Factory.NewProvider] exactly once and needs a
 // fresh, isolated store: several tests assert global facts such as "the next
-// fetch returns None". Providers must register their cleanup with t.Cleanup.
+// fetch returns None". The one exception is
+// capability_filtering/test_fetch_filter_boundary_versions, which asks for a
+// second, isolated provider, as duroxide's test does. Providers must register
+// their cleanup with t.Cleanup.
 //
 // The suite is timing-based. It uses the real clock and real sleeps exactly as
 // duroxide's tests do (for example lock timeout + 100 ms to wait for a lock to
@@ -92,10 +99,15 @@
 // hooks into the store behind a provider (duroxide's corrupt_instance_history
 // and get_max_attempt_count). They take the provider explicitly, so unlike
 // duroxide's Rust suite no second "shared store" factory flavour is needed:
-// the hook acts on the store of the provider it is given. None of the 64 tests
-// of this package calls them today; they are part of the Factory so the later
-// categories (capability filtering and corrupted history) can be added without
-// changing the interface.
+// the hook acts on the store of the provider it is given. The
+// capability_filtering tests 123–126 and 128 (the corrupted-history tests)
+// call them, always with the provider the test made.
+//
+// cancellation/test_orphan_activity_after_instance_force_deletion needs the
+// Admin capability (a forced DeleteInstance) and skips itself when
+// Provider.Admin reports none;
+// capability_filtering/test_ack_appends_event_to_corrupted_history then only
+// checks that the ack succeeds and leaves out its GetInstanceInfo check.
 //
 // Assertions follow the catalog exactly: where duroxide's test accepts more
 // than one outcome, so does this suite. Every subtest is registered exactly

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"context"
+
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/vfs"
 )
@@ -39,7 +41,7 @@ func CorruptHistoryForTest(p *FSProvider, instance string) error {
 // instance's orchestrator messages, locked or not.
 func MaxAttemptCountForTest(p *FSProvider, instance string) (uint32, error) {
 	key := instanceKey(instance)
-	l, _, err := p.leases.Inspect(nil, p.lockPath(key), p.leasePath(key))
+	l, _, err := p.leases.Inspect(context.Background(), p.lockPath(key), p.leasePath(key))
 	if err != nil {
 		return 0, err
 	}

@@ -11,10 +11,10 @@
 // long-poll: with a poll timeout they wait, woken by every change, until work
 // is available or the timeout passes.
 //
-// Not supported (a permanent ProviderError "not supported by memref"):
-// session-affine fetches (a non-nil SessionFetchConfig), RenewSessionLock and
-// CleanupOrphanedSessions. There is no management capability: Admin returns
-// (nil, false). The KV store is not implemented; snapshots are always empty.
+// Sessions (§7.1: claim, affinity, lease expiry, last activity,
+// RenewSessionLock, CleanupOrphanedSessions) are in sessions.go. The
+// management capability (§2.19) is in admin.go.
+// The KV store is not implemented; snapshots are always empty.
 //
 // All state lives in maps and slices guarded by one mutex; times are the
 // real wall clock.
@@ -49,7 +49,9 @@ type Provider struct {
 	locks   map[string]*instanceLock
 	records map[string]*instanceRecord
 	execs   map[string]map[uint64]*execution
-	changed chan struct{} // closed and replaced on every change
+	// sessions are the session rows by session id (sessions.go).
+	sessions map[string]*session
+	changed  chan struct{} // closed and replaced on every change
 }
 
 type orchMsg struct {
@@ -82,6 +84,8 @@ type instanceRecord struct {
 	parent        *string
 	customStatus  *string
 	statusVersion uint64
+	// createdAtMs and updatedAtMs are the acks that created and last touched it.
+	createdAtMs, updatedAtMs uint64
 }
 
 type execution struct {
@@ -91,6 +95,10 @@ type execution struct {
 	history []provider.Event
 	// corrupt makes the stored history undecodable (the CorruptHistory hook).
 	corrupt bool
+	// startedAtMs is when the record was created; completedAtMs is set by
+	// the ack that writes a status other than Running.
+	startedAtMs   uint64
+	completedAtMs *uint64
 }
 
 // New returns an empty in-memory provider.
@@ -139,9 +147,6 @@ func (m *Provider) Name() string { return "memref" }
 
 // Version implements provider.Provider.
 func (m *Provider) Version() string { return "0.1.0" }
-
-// Admin implements provider.Provider: memref has no management capability.
-func (m *Provider) Admin() (provider.Admin, bool) { return nil, false }
 
 // ---- helpers (callers hold m.mu) ----
 
@@ -216,10 +221,6 @@ func (m *Provider) compatible(instance string, r provider.SemverRange) bool {
 
 func errPerm(op string, kind error, format string, args ...any) error {
 	return provider.Permanentf(op, kind, format, args...)
-}
-
-func notSupported(op string) error {
-	return provider.Permanent(op, "not supported by memref")
 }
 
 // wait blocks until ch is closed, step passes, or ctx ends.
@@ -507,7 +508,7 @@ func (m *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	rec := m.records[inst]
 	if metadata.OrchestrationName != nil && metadata.OrchestrationVersion != nil {
 		if rec == nil {
-			rec = &instanceRecord{currentExec: executionID, parent: metadata.ParentInstanceID}
+			rec = &instanceRecord{currentExec: executionID, parent: metadata.ParentInstanceID, createdAtMs: msOf(now)}
 			m.records[inst] = rec
 		}
 		rec.name = *metadata.OrchestrationName
@@ -518,7 +519,7 @@ func (m *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	}
 	e := m.execs[inst][executionID]
 	if e == nil {
-		e = &execution{status: "Running"}
+		e = &execution{status: "Running", startedAtMs: msOf(now)}
 		m.execs[inst][executionID] = e
 	}
 	if metadata.PinnedDuroxideVersion != nil {
@@ -526,11 +527,16 @@ func (m *Provider) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	}
 	if rec != nil {
 		rec.currentExec = max(rec.currentExec, executionID)
+		rec.updatedAtMs = msOf(now)
 	}
 	e.history = append(e.history, historyDelta...)
 	if metadata.Status != nil {
 		e.status = *metadata.Status
 		e.output = metadata.Output
+		e.completedAtMs = nil
+		if e.status != "Running" {
+			e.completedAtMs = ptr(msOf(now))
+		}
 	}
 	if rec != nil {
 		for i := len(historyDelta) - 1; i >= 0; i-- {
@@ -663,7 +669,7 @@ func (m *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 	}
 	e := m.execs[instance][executionID]
 	if e == nil {
-		e = &execution{status: "Running"}
+		e = &execution{status: "Running", startedAtMs: msOf(time.Now())}
 		m.execs[instance][executionID] = e
 	}
 	e.history = append(e.history, events...)
@@ -699,13 +705,9 @@ func tagMatches(f provider.TagFilter, tag *string) bool {
 	return false
 }
 
-// FetchWorkItem implements provider.Provider. Session-affine fetches are not
-// supported.
+// FetchWorkItem implements provider.Provider.
 func (m *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *provider.SessionFetchConfig, tagFilter provider.TagFilter) (*provider.LockedWorkItem, error) {
 	const op = "fetch_work_item"
-	if session != nil {
-		return nil, notSupported(op + " with a session")
-	}
 	if tagFilter.Mode == provider.TagNone {
 		return nil, nil
 	}
@@ -714,12 +716,13 @@ func (m *Provider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 			if w.visibleAt.After(now) || (w.token != "" && w.lockedTil.After(now)) {
 				continue
 			}
-			if w.item.SessionID != nil || !tagMatches(tagFilter, w.item.Tag) {
+			if !m.sessionEligible(w, session, now) || !tagMatches(tagFilter, w.item.Tag) {
 				continue
 			}
 			w.token = m.newToken()
 			w.lockedTil = time.Now().Add(lockTimeout)
 			w.attempts++
+			m.claimSession(w, session, time.Now())
 			return &provider.LockedWorkItem{Item: w.item, LockToken: w.token, AttemptCount: w.attempts}, nil
 		}
 		return nil, nil
@@ -742,7 +745,7 @@ func (m *Provider) AckWorkItem(ctx context.Context, token string, completion pro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
-	i, _ := m.liveWork(token, now)
+	i, w := m.liveWork(token, now)
 	if i < 0 {
 		return errPerm(op, provider.ErrNotFound, "work item not found: lock expired, cancelled, or already acked")
 	}
@@ -753,6 +756,7 @@ func (m *Provider) AckWorkItem(ctx context.Context, token string, completion pro
 			return errPerm(op, provider.ErrInvalidWorkItem, "Invalid completion type %s", completion.Kind())
 		}
 	}
+	m.touchSession(w, now)
 	m.work = slices.Delete(m.work, i, i+1)
 	if completion != nil {
 		m.orch = append(m.orch, &orchMsg{
@@ -776,6 +780,7 @@ func (m *Provider) RenewWorkItemLock(ctx context.Context, token string, extendFo
 		return errPerm("renew_work_item_lock", provider.ErrInvalidLockToken, "work item lock invalid, expired, or already acked")
 	}
 	w.lockedTil = now.Add(extendFor)
+	m.touchSession(w, now)
 	return nil
 }
 
@@ -797,22 +802,6 @@ func (m *Provider) AbandonWorkItem(ctx context.Context, token string, delay time
 		return nil
 	}
 	return errPerm("abandon_work_item", provider.ErrInvalidLockToken, "Invalid lock token")
-}
-
-// ---- sessions (not supported) ----
-
-// RenewSessionLock implements provider.Provider: memref has no sessions, so
-// an empty owner list renews nothing and anything else is not supported.
-func (m *Provider) RenewSessionLock(ctx context.Context, ownerIDs []string, extendFor, idleTimeout time.Duration) (int, error) {
-	if len(ownerIDs) == 0 {
-		return 0, nil
-	}
-	return 0, notSupported("renew_session_lock")
-}
-
-// CleanupOrphanedSessions implements provider.Provider: not supported.
-func (m *Provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
-	return 0, notSupported("cleanup_orphaned_sessions")
 }
 
 // ---- custom status ----
