@@ -23,10 +23,12 @@
 //   - a worker fetches an ActivityExecute, runs the activity (a pure function
 //     of its input), renews the lock while it runs, and acks the completion.
 //
-// Orchestrations are ordinary Go functions written in replay style: they
-// are re-run from the beginning on every turn against the history, schedule
-// work through an Orch, and return as soon as they need a result that is not
-// in the history yet (see Orch and Future).
+// The scripted orchestrations are ordinary Go functions written in replay
+// style: they are re-run from the beginning on every turn against the
+// history, their scheduling calls are matched in order against the
+// scheduling events already recorded (a mismatch fails the execution as
+// nondeterministic), and they return as soon as they need a result that is
+// not in the history yet.
 //
 // # Determinism
 //
