@@ -35,6 +35,7 @@ type helperCmd struct {
 	EventID  uint64 `json:"event_id,omitempty"`
 	Exec     uint64 `json:"exec,omitempty"`
 	FireAtMs uint64 `json:"fire_at_ms,omitempty"`
+	Owner    string `json:"owner,omitempty"`
 }
 
 // helperReply is a helper's answer.
@@ -54,6 +55,16 @@ func TestHelperProcess(t *testing.T) {
 	if os.Getenv(helperEnv) != "1" {
 		return
 	}
+	// Exit when the test process dies (a timed-out or panicking test does
+	// not run its cleanups), even if a command is still running.
+	ppid := os.Getppid()
+	go func() {
+		for range time.Tick(200 * time.Millisecond) {
+			if os.Getppid() != ppid {
+				os.Exit(4)
+			}
+		}
+	}()
 	dir := os.Getenv("DUROFS_DIR")
 	opts := Options{SweepInterval: 100 * time.Millisecond}
 	if os.Getenv("DUROFS_NOSYNC") == "1" {
@@ -137,6 +148,47 @@ func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 			return replyErr(err)
 		}
 		return helperReply{OK: true}
+	case "sdrain": // fetch-and-ack session work items as Owner until idle
+		var got []string
+		idle := 0
+		cfg := &SessionFetchConfig{OwnerID: c.Owner, LockTimeout: 30 * time.Second}
+		for idle < 20 {
+			it, err := p.FetchWorkItem(ctx, 30*time.Second, 20*time.Millisecond, cfg, DefaultOnlyTags())
+			if err != nil {
+				return replyErr(err)
+			}
+			if it == nil {
+				idle++
+				continue
+			}
+			idle = 0
+			ae := it.Item.(ActivityExecute)
+			got = append(got, strconv.FormatUint(ae.ID, 10))
+			if err := p.AckWorkItem(ctx, it.LockToken, nil); err != nil {
+				return replyErr(err)
+			}
+		}
+		return helperReply{OK: true, Items: got}
+	case "turns": // fetch and ack turns (one event appended each) until idle for ~1 s
+		n, idle := 0, 0
+		for idle < 10 {
+			it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 100*time.Millisecond, nil)
+			if err != nil {
+				return replyErr(err)
+			}
+			if it == nil {
+				idle++
+				continue
+			}
+			idle = 0
+			h := it.Item.History
+			ev := Event{EventID: uint64(len(h)) + 1, InstanceID: it.Item.Instance, ExecutionID: it.Item.ExecutionID, DuroxideVersion: "0.1.26", Kind: ExternalEvent{Name: "t", Data: "x"}}
+			if err := p.AckOrchestrationItem(ctx, it.LockToken, it.Item.ExecutionID, []Event{ev}, nil, nil, ExecutionMetadata{}, nil); err != nil {
+				return replyErr(err)
+			}
+			n++
+		}
+		return helperReply{OK: true, N: n}
 	case "drain": // fetch-and-ack orchestration turns until idle; acks append one event per turn
 		var got []string
 		idle := 0
