@@ -96,6 +96,10 @@ type Options struct {
 	// Logger receives warnings about unreadable files; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// IndexAttr, if set, names an attribute whose values are indexed so
+	// that ListAttr(value) returns that value's messages without scanning
+	// the whole queue (the provider indexes messages by instance).
+	IndexAttr string
 }
 
 // Queue is a message queue in one directory. It is safe for concurrent use
@@ -108,6 +112,7 @@ type Queue struct {
 	clock     clock.Clock
 	shards    int
 	log       *slog.Logger
+	opts      Options
 
 	list   listCache
 	msgs   msgCache
@@ -123,6 +128,15 @@ type listCache struct {
 	index    map[string]Entry
 	bad      map[string]struct{} // unreadable message files, not retried until they vanish
 	sorted   []Entry
+	// shared is true once sorted was handed out by List: it is then
+	// immutable and the next change copies it (copy-on-write).
+	shared bool
+	// byAttr indexes names by the value of Options.IndexAttr.
+	byAttr map[string]map[string]struct{}
+	// watch, when not nil, reports every process's changes to the
+	// directory (inotify); without it List falls back to the mtime rule.
+	watch      vfs.DirWatch
+	watchTried bool
 }
 
 // msgCache holds parsed messages read by Get (message files are immutable).
@@ -150,6 +164,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Queue, error) {
 		locksDir:  filepath.Join(dir, locksDirName),
 		clock:     opts.Clock,
 		log:       opts.Logger,
+		opts:      opts,
 	}
 	if q.clock == nil {
 		q.clock = clock.System{}
@@ -383,6 +398,59 @@ func (q *Queue) Publish(name string) (published bool, err error) {
 	return true, nil
 }
 
+// StagedFile is a staged message found by [Queue.Staged].
+type StagedFile struct {
+	Name    string
+	ModTime time.Time
+}
+
+// Staged lists the staged (written but unpublished) messages, for sweepers
+// that remove those whose commit never happened. Only the owner of the
+// commit can tell; fsqueue never removes staged files on its own.
+func (q *Queue) Staged() ([]StagedFile, error) {
+	files, err := q.fsys.ReadDirNames(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	}
+	var out []StagedFile
+	for _, f := range files {
+		rest, ok := strings.CutPrefix(f, stagedPrefix)
+		if !ok {
+			continue
+		}
+		name, ok := nameFromFile(rest)
+		if !ok {
+			continue
+		}
+		fi, err := q.fsys.Lstat(filepath.Join(q.dir, f))
+		if err != nil {
+			continue // published or removed meanwhile
+		}
+		out = append(out, StagedFile{Name: name, ModTime: fi.ModTime()})
+	}
+	slices.SortFunc(out, func(a, b StagedFile) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ReadStaged reads a staged message (not cached).
+func (q *Queue) ReadStaged(name string) (Message, error) {
+	if err := checkName(name); err != nil {
+		return Message{}, err
+	}
+	data, err := q.fsys.ReadFile(q.stagedPath(name))
+	if err != nil {
+		if vfs.IsNotExist(err) {
+			return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: %w", name, ErrNotFound, err)
+		}
+		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w", name, err)
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Message{}, fmt.Errorf("fsqueue: read staged %s: corrupt message file: %w", name, err)
+	}
+	return m, nil
+}
+
 // Unstage removes a staged message; a missing file is not an error. It does
 // not sync the directory.
 func (q *Queue) Unstage(name string) error {
@@ -465,11 +533,7 @@ func (q *Queue) forget(name string) {
 	delete(q.msgs.m, name)
 	q.msgs.mu.Unlock()
 	q.list.mu.Lock()
-	if _, ok := q.list.index[name]; ok {
-		delete(q.list.index, name)
-		q.list.valid = false
-		q.list.sorted = nil
-	}
+	q.removeEntry(name)
 	q.list.mu.Unlock()
 }
 
@@ -530,28 +594,103 @@ type msgHeader struct {
 // List returns the headers of all messages (visible or not, claimed or not),
 // sorted by Name, that is in FIFO order. It keeps an index in memory and
 // re-reads the directory only when it may have changed (see the package
-// documentation), reading only files it has not seen before. The returned
-// slice is the caller's; the Attrs maps are shared and must not be mutated.
+// documentation), reading only files it has not seen before. On Linux a
+// directory watch (inotify) reports every process's changes, so List costs
+// O(changes), not O(messages). The returned slice and its Attrs maps are a
+// shared, immutable snapshot: callers must not modify them.
 func (q *Queue) List() ([]Entry, error) {
 	c := &q.list
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t0 := time.Now() // real time: compared with file-system timestamps
-	fi, err := q.fsys.Stat(q.dir)
-	if err != nil {
-		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	if err := q.refreshLocked(); err != nil {
+		return nil, err
 	}
-	mtime := fi.ModTime()
-	if c.valid && mtime.Equal(c.mtime) && c.listedAt.Sub(c.mtime) >= mtimeMargin {
-		return slices.Clone(c.sorted), nil
+	c.shared = true
+	return c.sorted, nil
+}
+
+// ListAttr returns the messages whose Options.IndexAttr attribute equals
+// value, sorted by Name, without scanning the whole queue. It requires
+// Options.IndexAttr.
+func (q *Queue) ListAttr(value string) ([]Entry, error) {
+	if q.opts.IndexAttr == "" {
+		return nil, errors.New("fsqueue: ListAttr without Options.IndexAttr")
 	}
-	files, err := q.fsys.ReadDirNames(q.dir)
-	if err != nil {
-		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	c := &q.list
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := q.refreshLocked(); err != nil {
+		return nil, err
 	}
+	names := c.byAttr[value]
+	out := make([]Entry, 0, len(names))
+	for n := range names {
+		out = append(out, c.index[n])
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// refreshLocked brings the index up to date. With a directory watch it
+// applies the changes reported since the last call (cost proportional to
+// the changes; one read(2) when nothing changed) and re-lists only after an
+// overflow. Without one it re-lists when the directory's mtime says it may
+// have changed. The caller holds q.list.mu.
+func (q *Queue) refreshLocked() error {
+	c := &q.list
 	if c.index == nil {
 		c.index = map[string]Entry{}
 		c.bad = map[string]struct{}{}
+		c.byAttr = map[string]map[string]struct{}{}
+	}
+	if !c.watchTried {
+		c.watchTried = true
+		// The watch starts before the first full listing, so no change
+		// between the two is missed (applying an event twice is harmless).
+		if w, ok := vfs.WatchDir(q.fsys, q.dir); ok {
+			c.watch = w
+			c.valid = false
+		}
+	}
+	if c.watch != nil {
+		if c.valid {
+			events, overflow, err := c.watch.Drain()
+			if err == nil && !overflow {
+				return q.applyEvents(events)
+			}
+			if err != nil {
+				q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
+			}
+		}
+		if err := q.relistLocked(time.Now(), time.Time{}); err != nil {
+			return err
+		}
+		// Changes made during the listing are applied now (idempotently).
+		events, overflow, err := c.watch.Drain()
+		if err != nil || overflow {
+			c.valid = false
+			return nil
+		}
+		return q.applyEvents(events)
+	}
+	t0 := time.Now() // real time: compared with file-system timestamps
+	fi, err := q.fsys.Stat(q.dir)
+	if err != nil {
+		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	}
+	mtime := fi.ModTime()
+	if c.valid && mtime.Equal(c.mtime) && c.listedAt.Sub(c.mtime) >= mtimeMargin {
+		return nil
+	}
+	return q.relistLocked(t0, mtime)
+}
+
+// relistLocked re-reads the directory, reading only files not yet indexed.
+func (q *Queue) relistLocked(t0, mtime time.Time) error {
+	c := &q.list
+	files, err := q.fsys.ReadDirNames(q.dir)
+	if err != nil {
+		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
 	seen := make(map[string]struct{}, len(files))
 	changed := c.sorted == nil
@@ -560,34 +699,22 @@ func (q *Queue) List() ([]Entry, error) {
 		if !ok {
 			continue
 		}
+		seen[name] = struct{}{}
 		if _, ok := c.index[name]; ok {
-			seen[name] = struct{}{}
 			continue
 		}
 		if _, ok := c.bad[name]; ok {
-			seen[name] = struct{}{}
 			continue
 		}
-		e, err := q.readHeader(name)
+		added, err := q.indexLocked(name)
 		if err != nil {
-			if vfs.IsNotExist(err) {
-				continue // deleted since the readdir
-			}
-			if errors.Is(err, errCorrupt) {
-				q.log.Warn("fsqueue: skipping unreadable message file", "dir", q.dir, "name", name, "err", err)
-				c.bad[name] = struct{}{}
-				seen[name] = struct{}{}
-				continue
-			}
-			return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+			return err
 		}
-		c.index[name] = e
-		seen[name] = struct{}{}
-		changed = true
+		changed = changed || added
 	}
 	for name := range c.index {
 		if _, ok := seen[name]; !ok {
-			delete(c.index, name)
+			q.unindexLocked(name)
 			changed = true
 		}
 	}
@@ -606,9 +733,120 @@ func (q *Queue) List() ([]Entry, error) {
 	q.msgs.mu.Unlock()
 	if changed {
 		c.sorted = slices.SortedFunc(maps.Values(c.index), func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+		c.shared = false
 	}
 	c.mtime, c.listedAt, c.valid = mtime, t0, true
-	return slices.Clone(c.sorted), nil
+	return nil
+}
+
+// indexLocked reads a message header into the index (not into sorted).
+// added is false if the file vanished or is unreadable.
+func (q *Queue) indexLocked(name string) (added bool, err error) {
+	c := &q.list
+	e, err := q.readHeader(name)
+	if err != nil {
+		if vfs.IsNotExist(err) {
+			return false, nil // deleted since the readdir or the event
+		}
+		if errors.Is(err, errCorrupt) {
+			q.log.Warn("fsqueue: skipping unreadable message file", "dir", q.dir, "name", name, "err", err)
+			c.bad[name] = struct{}{}
+			return false, nil
+		}
+		return false, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	}
+	c.index[name] = e
+	if a := q.opts.IndexAttr; a != "" {
+		v := e.Attrs[a]
+		if c.byAttr[v] == nil {
+			c.byAttr[v] = map[string]struct{}{}
+		}
+		c.byAttr[v][name] = struct{}{}
+	}
+	return true, nil
+}
+
+// unindexLocked drops name from the index and attribute index (not sorted).
+func (q *Queue) unindexLocked(name string) {
+	c := &q.list
+	e, ok := c.index[name]
+	if !ok {
+		return
+	}
+	delete(c.index, name)
+	if a := q.opts.IndexAttr; a != "" {
+		v := e.Attrs[a]
+		delete(c.byAttr[v], name)
+		if len(c.byAttr[v]) == 0 {
+			delete(c.byAttr, v)
+		}
+	}
+}
+
+// applyEvents applies watched changes incrementally to index and sorted.
+func (q *Queue) applyEvents(events []vfs.DirEvent) error {
+	c := &q.list
+	for _, ev := range events {
+		name, ok := nameFromFile(ev.Name)
+		if !ok {
+			continue
+		}
+		if !ev.Added {
+			q.removeEntry(name)
+			delete(c.bad, name)
+			q.msgs.mu.Lock()
+			delete(q.msgs.m, name)
+			q.msgs.mu.Unlock()
+			continue
+		}
+		if _, ok := c.index[name]; ok {
+			continue
+		}
+		if _, ok := c.bad[name]; ok {
+			continue
+		}
+		added, err := q.indexLocked(name)
+		if err != nil {
+			return err
+		}
+		if added {
+			q.insertSorted(c.index[name])
+		}
+	}
+	return nil
+}
+
+// ownSorted makes sorted safe to modify (copy-on-write after List).
+func (q *Queue) ownSorted() {
+	c := &q.list
+	if c.shared {
+		c.sorted = slices.Clone(c.sorted)
+		c.shared = false
+	}
+}
+
+func (q *Queue) insertSorted(e Entry) {
+	c := &q.list
+	i, found := slices.BinarySearchFunc(c.sorted, e.Name, func(x Entry, n string) int { return strings.Compare(x.Name, n) })
+	if found {
+		return
+	}
+	q.ownSorted()
+	c.sorted = slices.Insert(c.sorted, i, e)
+}
+
+// removeEntry drops name from the index and sorted. The caller holds q.list.mu.
+func (q *Queue) removeEntry(name string) {
+	c := &q.list
+	if _, ok := c.index[name]; !ok {
+		return
+	}
+	q.unindexLocked(name)
+	i, found := slices.BinarySearchFunc(c.sorted, name, func(x Entry, n string) int { return strings.Compare(x.Name, n) })
+	if found {
+		q.ownSorted()
+		c.sorted = slices.Delete(c.sorted, i, i+1)
+	}
 }
 
 // errCorrupt marks a file that exists but cannot be parsed.
@@ -627,6 +865,18 @@ func (q *Queue) readHeader(name string) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: name field %q", errCorrupt, h.Name)
 	}
 	return Entry{Name: name, VisibleAtMs: h.VisibleAtMs, EnqueuedAtMs: h.EnqueuedAtMs, Attrs: h.Attrs}, nil
+}
+
+// Close releases the directory watch. The Queue must not be used afterwards.
+func (q *Queue) Close() error {
+	q.list.mu.Lock()
+	defer q.list.mu.Unlock()
+	if q.list.watch != nil {
+		err := q.list.watch.Close()
+		q.list.watch = nil
+		return err
+	}
+	return nil
 }
 
 // Invalidate forgets the cached listings, so the next List (and ClaimNext)

@@ -155,10 +155,10 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	}
 	p.leases = lease.NewStore(p.leaseFS, clk)
 	var err error
-	if p.orchQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "orchestrator"), fsqueue.Options{Clock: clk, Logger: log}); err != nil {
+	if p.orchQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "orchestrator"), fsqueue.Options{Clock: clk, Logger: log, IndexAttr: attrKey}); err != nil {
 		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 	}
-	if p.workQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "worker"), fsqueue.Options{Clock: clk, Logger: log}); err != nil {
+	if p.workQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "worker"), fsqueue.Options{Clock: clk, Logger: log, IndexAttr: attrKey}); err != nil {
 		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -229,7 +229,7 @@ func (p *FSProvider) mkdirDurable(dir string) error {
 func (p *FSProvider) Close() error {
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
-	return nil
+	return errors.Join(p.orchQ.Close(), p.workQ.Close())
 }
 
 // Name implements Provider.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -463,6 +464,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	// Crash after some intents, before the group record: each intent is
 	// dropped by the next holder of its flock (no group record = aborted).
 	group := groupPrefix + uuid.NewString()
+	failpoint.Hit("delete.before_intents")
 	for _, k := range keys {
 		rec := commitRecord{Format: commitFormat, Kind: kindDeleteIntent, Key: k, Instance: keyOf[k], Group: group, Delete: refsFor(msgs, k, orch, work)}
 		data, _ := jsonMarshal(rec)
@@ -470,11 +472,13 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 			p.dropIntents(keys)
 			return DeleteInstanceResult{}, Retryablef(op, err, "write delete intent: %v", err)
 		}
+		failpoint.Hit("delete.after_intent")
 	}
 	if err := p.fs.SyncDir(filepath.Join(p.dir, "commits")); err != nil {
 		p.dropIntents(keys)
 		return DeleteInstanceResult{}, Retryablef(op, err, "sync delete intents: %v", err)
 	}
+	failpoint.Hit("delete.after_intents_sync")
 	grec := commitRecord{Format: commitFormat, Kind: kindDeleteGroup, Keys: keys}
 	data, _ := jsonMarshal(grec)
 	if err := vfs.WriteFile(p.fs, p.commitPath(group), data); err != nil {
@@ -484,6 +488,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return DeleteInstanceResult{}, Retryablef(op, err, "commit deletion: %v", err)
 	}
 	afterCommitPoint("delete")
+	failpoint.Hit("delete.after_group_record")
 	// Committed. Apply each intent; failures are left to recovery.
 	for _, k := range keys {
 		if err := p.redoPending(ctx, guards[k], k); err != nil {
@@ -491,10 +496,12 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 			p.stats.applyDeferred.Add(1)
 			return res, nil
 		}
+		failpoint.Hit("delete.after_intent_applied")
 	}
 	if err := p.removeCommit(group); err != nil {
 		p.log.Warn("durofs: deletion committed, group record cleanup deferred", "err", err)
 	}
+	failpoint.Hit("delete.after_group_removed")
 	p.notify()
 	return res, nil
 }
@@ -533,6 +540,7 @@ func (p *FSProvider) applyDeleteIntent(ctx context.Context, g *lease.Guard, rec 
 			return err
 		}
 		// The group never committed: the deletion did not happen.
+		failpoint.Hit("delete.intent_abort")
 		return p.removeCommit(key)
 	}
 	// Queue messages first (worker items under their claim lock, so a
@@ -561,6 +569,7 @@ func (p *FSProvider) applyDeleteIntent(ctx context.Context, g *lease.Guard, rec 
 			return err
 		}
 	}
+	failpoint.Hit("delete.intent_after_messages")
 	// Then the instance's state. instance.json goes before the executions so
 	// a crash in between leaves no listed instance without history.
 	if err := p.fs.Remove(p.instFilePath(key)); err != nil && !vfs.IsNotExist(err) {
@@ -569,12 +578,14 @@ func (p *FSProvider) applyDeleteIntent(ctx context.Context, g *lease.Guard, rec 
 	if err := p.fs.SyncDir(p.instDir(key)); err != nil {
 		return err
 	}
+	failpoint.Hit("delete.intent_after_instance_file")
 	if err := p.fs.RemoveAll(filepath.Join(p.instDir(key), "executions")); err != nil {
 		return err
 	}
 	if err := p.fs.SyncDir(p.instDir(key)); err != nil {
 		return err
 	}
+	failpoint.Hit("delete.intent_after_executions")
 	// Reset the lease: outstanding tokens fail; the fence is kept so fences
 	// of a re-created instance keep increasing.
 	cur, _, err := g.Read()
@@ -584,6 +595,7 @@ func (p *FSProvider) applyDeleteIntent(ctx context.Context, g *lease.Guard, rec 
 	if err := g.Write(lease.Lease{Fence: cur.Fence}); err != nil {
 		return err
 	}
+	failpoint.Hit("delete.intent_after_lease_reset")
 	return p.removeCommit(key)
 }
 
@@ -595,6 +607,7 @@ func (p *FSProvider) recoverDeleteGroup(ctx context.Context, group string) error
 	if err != nil || !ok {
 		return err
 	}
+	failpoint.Hit("delete.redo_group")
 	keys := slices.Clone(rec.Keys)
 	sort.Strings(keys)
 	for _, k := range keys {
@@ -724,14 +737,17 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	// removes the remaining directories and writes instance.json.
 	rec := commitRecord{Format: commitFormat, Kind: kindPrune, Key: key, Instance: instance, InstanceFile: &nf, PruneExecutions: prune}
 	data, _ := jsonMarshal(rec)
+	failpoint.Hit("prune.before_record")
 	if err := vfs.WriteFile(p.fs, p.commitPath(key), data); err != nil {
 		return PruneResult{}, Retryablef(op, err, "commit prune: %v", err)
 	}
 	afterCommitPoint("prune")
+	failpoint.Hit("prune.after_record")
 	if err := p.applyPrune(&rec); err != nil {
 		p.log.Warn("durofs: prune committed, apply deferred to recovery", "instance", instance, "err", err)
 		p.stats.applyDeferred.Add(1)
 	}
+	failpoint.Hit("prune.after_apply")
 	return res, nil
 }
 
@@ -742,16 +758,19 @@ func (p *FSProvider) applyPrune(rec *commitRecord) error {
 		if err := p.fs.RemoveAll(p.execDir(rec.Key, e)); err != nil {
 			return err
 		}
+		failpoint.Hit("prune.after_exec_remove")
 	}
 	if err := p.fs.SyncDir(filepath.Join(p.instDir(rec.Key), "executions")); err != nil && !vfs.IsNotExist(err) {
 		return err
 	}
+	failpoint.Hit("prune.after_exec_dir_sync")
 	if rec.InstanceFile != nil {
 		data, _ := jsonMarshal(rec.InstanceFile)
 		if err := vfs.WriteFile(p.fs, p.instFilePath(rec.Key), data); err != nil {
 			return err
 		}
 	}
+	failpoint.Hit("prune.after_instance_file")
 	return p.removeCommit(rec.Key)
 }
 

@@ -52,6 +52,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -111,6 +112,12 @@ func afterCommitPoint(kind string) {
 	}
 }
 
+// testSkipSyncDir, when set by a test, names one directory-sync site to skip,
+// so the power-loss simulation can prove that it notices a missing fsync:
+// "stage" skips the queue-directory fsync after staging. "" (the default)
+// skips nothing.
+var testSkipSyncDir string
+
 func (p *FSProvider) queue(name string) *fsqueue.Queue {
 	if name == "worker" {
 		return p.workQ
@@ -163,6 +170,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	// Crash here: staged files with no commit record. They are invisible to
 	// consumers (hidden names) and the sweeper removes them once it holds
 	// this instance's flock and sees no record naming them.
+	failpoint.Hit("ack.before_stage")
 	if err := p.stage(staged); err != nil {
 		p.unstage(staged)
 		return Retryablef(op, err, "stage messages: %v", err)
@@ -188,6 +196,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		p.unstage(staged)
 		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
 	}
+	failpoint.Hit("ack.before_commit_record")
 	if err := vfs.WriteFile(p.fs, p.commitPath(key), data); err != nil {
 		if _, serr := p.fs.Stat(p.commitPath(key)); serr != nil {
 			// No record under its final name: nothing happened.
@@ -197,6 +206,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	}
 
 	afterCommitPoint("ack")
+	failpoint.Hit("ack.after_commit_record")
 
 	// Step 3: apply. From here the ack is committed: an apply error is
 	// logged and left to the next flock holder's redo, never reported as a
@@ -205,6 +215,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		p.log.Warn("durofs: ack committed, apply deferred to recovery", "instance", rec.Instance, "err", err)
 		p.stats.applyDeferred.Add(1)
 	}
+	failpoint.Hit("ack.after_apply")
 	p.notify()
 	return nil
 }
@@ -440,11 +451,16 @@ func (p *FSProvider) stage(staged []stagedMsg) error {
 		}
 		used[s.queue] = true
 	}
+	failpoint.Hit("ack.after_stage")
 	for q := range used {
+		if testSkipSyncDir == "stage" {
+			break
+		}
 		if err := p.queue(q).SyncDir(); err != nil {
 			return err
 		}
 	}
+	failpoint.Hit("ack.after_stage_sync")
 	return nil
 }
 
@@ -471,6 +487,7 @@ func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string
 		return p.quarantineCommit(key, data, err)
 	}
 	p.stats.redone.Add(1)
+	failpoint.Hit("redo.start")
 	return p.apply(ctx, g, &rec)
 }
 
@@ -506,6 +523,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 			return fmt.Errorf("append history: %w", err)
 		}
 	}
+	failpoint.Hit("redo.after_history")
 
 	// 3b. Execution and instance records: atomic replaces with the full new
 	// contents. Crash between them: both are rewritten on redo.
@@ -515,12 +533,14 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 			return fmt.Errorf("write execution state: %w", err)
 		}
 	}
+	failpoint.Hit("redo.after_state")
 	if rec.InstanceFile != nil {
 		id, _ := jsonMarshal(rec.InstanceFile)
 		if err := vfs.WriteFile(p.fs, p.instFilePath(key), id); err != nil {
 			return fmt.Errorf("write instance: %w", err)
 		}
 	}
+	failpoint.Hit("redo.after_instance")
 
 	// 3c. Publish staged messages. A missing staged file means it was
 	// published before (and possibly consumed since): never recreate it.
@@ -532,6 +552,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 			return fmt.Errorf("publish %s/%s: %w", r.Queue, r.Name, err)
 		}
 		used[r.Queue] = true
+		failpoint.Hit("redo.after_publish")
 	}
 	// 3d. Delete the consumed batch and cancelled worker items. ENOENT means
 	// done. Worker items are deleted under their claim's shard flock so a
@@ -548,6 +569,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 			return fmt.Errorf("delete %s/%s: %w", r.Queue, r.Name, err)
 		}
 		used[r.Queue] = true
+		failpoint.Hit("redo.after_delete")
 	}
 	for _, qn := range []string{"worker", "orchestrator"} {
 		if !used[qn] {
@@ -561,6 +583,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 				return fmt.Errorf("sync worker claims: %w", err)
 			}
 		}
+		failpoint.Hit("redo.after_queue_sync")
 	}
 
 	// 3e. Release the lease if it still names the committing token, and
@@ -583,6 +606,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 			return fmt.Errorf("release lease: %w", err)
 		}
 	}
+	failpoint.Hit("redo.after_lease_release")
 
 	// 3f. Forget the record. Crash before the directory fsync: after a power
 	// loss the record may reappear and is applied again - harmlessly, as
@@ -595,6 +619,7 @@ func (p *FSProvider) removeCommit(name string) error {
 	if err := p.fs.Remove(p.commitPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("remove commit record: %w", err)
 	}
+	failpoint.Hit("commit.after_record_remove")
 	if err := p.fs.SyncDir(filepath.Join(p.dir, "commits")); err != nil {
 		return fmt.Errorf("sync commits dir: %w", err)
 	}

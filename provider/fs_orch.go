@@ -11,6 +11,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/lease"
 )
 
@@ -115,9 +116,11 @@ func (p *FSProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, 
 	if err != nil {
 		return Permanentf(op, ErrInvalidWorkItem, "encode work item: %v", err)
 	}
+	failpoint.Hit("enqueue.orch.before_publish")
 	if _, err := p.orchQ.Enqueue(m); err != nil {
 		return Retryablef(op, err, "write message: %v", err)
 	}
+	failpoint.Hit("enqueue.orch.after_publish")
 	p.notify()
 	return nil
 }
@@ -236,16 +239,13 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 	}
 	st := decodeOrchState(cur)
 
-	entries, err := p.orchQ.List()
+	entries, err := p.orchQ.ListAttr(key)
 	if err != nil {
 		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
 	}
 	exists := map[string]bool{}
 	var batch []string
 	for _, e := range entries {
-		if e.Attrs[attrKey] != key {
-			continue
-		}
 		exists[e.Name] = true
 		vis := e.VisibleAtMs
 		if d, ok := st.Delayed[e.Name]; ok && d > vis {
@@ -365,9 +365,11 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 		ExpiresAtMs:  nowMs + lockTimeout.Milliseconds(),
 		Data:         st.encode(),
 	}
+	failpoint.Hit("fetch.before_lease_write")
 	if err := g.Write(next); err != nil {
 		return nil, Retryablef(op, err, "write lease of %q: %v", instance, err)
 	}
+	failpoint.Hit("fetch.after_lease_write")
 	return &LockedOrchestrationItem{Item: item, LockToken: orchToken(key, next.Token), AttemptCount: attempt}, nil
 }
 
@@ -480,21 +482,23 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 		}
 	}
 	if ignoreAttempt {
-		entries, err := p.orchQ.List()
+		entries, err := p.orchQ.ListAttr(key)
 		if err != nil {
 			return Retryablef(op, err, "list orchestrator queue: %v", err)
 		}
 		for _, e := range entries {
-			if e.Attrs[attrKey] == key && st.Attempts[e.Name] > 0 {
+			if st.Attempts[e.Name] > 0 {
 				st.Attempts[e.Name]--
 			}
 		}
 	}
 	st.Batch = nil
 	cur.Token, cur.Owner, cur.ExpiresAtMs, cur.Data = "", "", 0, st.encode()
+	failpoint.Hit("abandon.before_lease_write")
 	if err := g.Write(cur); err != nil {
 		return Retryablef(op, err, "write lease: %v", err)
 	}
+	failpoint.Hit("abandon.after_lease_write")
 	p.notify()
 	return nil
 }

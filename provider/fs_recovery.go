@@ -2,13 +2,16 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
 )
@@ -21,6 +24,9 @@ type recoveryStats struct {
 	applyDeferred atomic.Int64 // commits whose apply failed after the commit point
 	acksFinished  atomic.Int64 // work acks finished by recovery
 	sweeps        atomic.Int64
+	tornTails     atomic.Int64 // torn history tails truncated by a redo
+	tempsSwept    atomic.Int64 // temporary files of killed writers removed
+	stagedSwept   atomic.Int64 // staged messages of commits that never happened, removed
 }
 
 // RecoveryStats are counters of recovery work done by this provider.
@@ -34,6 +40,13 @@ type RecoveryStats struct {
 	WorkAcksFinished int64
 	// Sweeps counts recovery passes.
 	Sweeps int64
+	// TornTailsRepaired counts torn history tails truncated by a redo.
+	TornTailsRepaired int64
+	// TempFilesSwept counts temporary files of killed writers removed.
+	TempFilesSwept int64
+	// StagedOrphansRemoved counts staged messages whose commit never
+	// happened (the writer died before its commit point), removed.
+	StagedOrphansRemoved int64
 }
 
 // RecoveryStats returns this provider's recovery counters.
@@ -41,6 +54,8 @@ func (p *FSProvider) RecoveryStats() RecoveryStats {
 	return RecoveryStats{
 		CommitsRedone: p.stats.redone.Load(), ApplyDeferred: p.stats.applyDeferred.Load(),
 		WorkAcksFinished: p.stats.acksFinished.Load(), Sweeps: p.stats.sweeps.Load(),
+		TornTailsRepaired: p.stats.tornTails.Load(), TempFilesSwept: p.stats.tempsSwept.Load(),
+		StagedOrphansRemoved: p.stats.stagedSwept.Load(),
 	}
 }
 
@@ -86,17 +101,105 @@ func (p *FSProvider) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("finish work acks: %w", err)
 	}
+	if err := p.sweepStaged(ctx, 10*time.Second); err != nil {
+		return fmt.Errorf("sweep staged messages: %w", err)
+	}
 	return p.sweepTemps(time.Minute)
+}
+
+// sweepStaged removes staged messages whose commit never happened: their
+// writer died after staging and before its commit point. A staged file
+// names its source: the instance whose ack staged it (attrs "src" = its key)
+// or "w:<worker item>" for a work ack's completion. The decision is taken
+// under the source's lock - the instance flock, or the worker item's claim
+// lock - which the writer holds from staging until its commit point, so a
+// live commit is never mistaken for an orphan: under that lock, a staged file
+// is live exactly when a pending commit names it.
+func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) error {
+	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
+		staged, err := q.Staged()
+		if err != nil {
+			return err
+		}
+		for _, sf := range staged {
+			if time.Since(sf.ModTime) < minAge {
+				continue
+			}
+			m, err := q.ReadStaged(sf.Name)
+			if err != nil {
+				continue // published or removed meanwhile
+			}
+			src := m.Attrs[attrSource]
+			if item, ok := strings.CutPrefix(src, "w:"); ok {
+				err = p.workQ.WithClaim(ctx, item, func(g *fsqueue.ClaimGuard) error {
+					c, exists, err := g.Read()
+					if err != nil {
+						return err
+					}
+					var data workAckData
+					if exists && c.State == claimStateAcked {
+						_ = json.Unmarshal(c.Data, &data)
+					}
+					if data.Completion == sf.Name {
+						return nil // committed: finishAckedClaims publishes it
+					}
+					return p.removeStaged(q, sf.Name)
+				})
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if src == "" {
+				if err := p.removeStaged(q, sf.Name); err != nil {
+					return err
+				}
+				continue
+			}
+			g, ok, err := p.leases.TryLock(p.lockPath(src), p.leasePath(src))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // its instance is busy; next sweep
+			}
+			err = func() error {
+				defer g.Unlock()
+				var rec commitRecord
+				exists, err := p.readJSON(p.commitPath(src), &rec)
+				if err != nil && !errors.Is(err, ErrCorrupt) {
+					return err
+				}
+				if exists && slices.ContainsFunc(rec.Publish, func(r queueRef) bool { return r.Name == sf.Name }) {
+					return p.redoPending(ctx, g, src) // committed: publish it now
+				}
+				return p.removeStaged(q, sf.Name)
+			}()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *FSProvider) removeStaged(q *fsqueue.Queue, name string) error {
+	if err := q.Unstage(name); err != nil {
+		return err
+	}
+	p.stats.stagedSwept.Add(1)
+	return q.SyncDir()
 }
 
 // sweepTemps removes temporary files older than age left by killed writers.
 func (p *FSProvider) sweepTemps(age time.Duration) error {
 	ctx := context.Background()
-	if _, err := p.orchQ.Sweep(ctx, age); err != nil {
-		return err
-	}
-	if _, err := p.workQ.Sweep(ctx, age); err != nil {
-		return err
+	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
+		st, err := q.Sweep(ctx, age)
+		if err != nil {
+			return err
+		}
+		p.stats.tempsSwept.Add(int64(st.TempRemoved))
 	}
 	dir := filepath.Join(p.dir, "commits")
 	entries, err := p.fs.ReadDirNames(dir)
@@ -109,7 +212,9 @@ func (p *FSProvider) sweepTemps(age time.Duration) error {
 		}
 		path := filepath.Join(dir, n)
 		if fi, err := p.fs.Lstat(path); err == nil && time.Since(fi.ModTime()) > age {
-			_ = p.fs.Remove(path)
+			if p.fs.Remove(path) == nil {
+				p.stats.tempsSwept.Add(1)
+			}
 		}
 	}
 	return nil

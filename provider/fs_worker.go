@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/failpoint"
 )
 
 // workerMessage builds the queue message for an ActivityExecute. Its
@@ -59,9 +60,11 @@ func (p *FSProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error 
 	if err != nil {
 		return Permanentf(op, ErrInvalidWorkItem, "encode work item: %v", err)
 	}
+	failpoint.Hit("enqueue.worker.before_publish")
 	if _, err := p.workQ.Enqueue(m); err != nil {
 		return Retryablef(op, err, "write message: %v", err)
 	}
+	failpoint.Hit("enqueue.worker.after_publish")
 	p.notify()
 	return nil
 }
@@ -117,6 +120,7 @@ func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration
 		if claimed == nil {
 			return nil, nil
 		}
+		failpoint.Hit("fetchwork.after_claim")
 		w, err := UnmarshalWorkItem(claimed.Message.Payload)
 		if err != nil {
 			// Undecodable: roll the claim back and report (contract §2.9).
@@ -213,6 +217,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 				return Retryablef(op, err, "stage completion: %v", err)
 			}
 			data.Completion = m.Name
+			failpoint.Hit("workack.after_stage")
 		}
 		raw, _ := json.Marshal(data)
 		c.State, c.Data = claimStateAcked, raw
@@ -225,6 +230,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			return Retryablef(op, err, "commit work ack: %v", err)
 		}
 		afterCommitPoint("work_ack")
+		failpoint.Hit("workack.after_claim_commit")
 		if err := p.finishWorkAck(name, data); err != nil {
 			p.log.Warn("durofs: work ack committed, cleanup deferred to recovery", "item", name, "err", err)
 			p.stats.applyDeferred.Add(1)
@@ -256,9 +262,11 @@ func (p *FSProvider) finishWorkAck(name string, data workAckData) error {
 		if _, err := p.orchQ.Publish(data.Completion); err != nil {
 			return fmt.Errorf("publish completion: %w", err)
 		}
+		failpoint.Hit("workack.after_publish")
 		if err := p.orchQ.SyncDir(); err != nil {
 			return fmt.Errorf("sync orchestrator queue: %w", err)
 		}
+		failpoint.Hit("workack.after_publish_sync")
 	}
 	if err := p.workQ.DeleteMessage(name); err != nil {
 		return fmt.Errorf("delete work item: %w", err)
@@ -266,9 +274,11 @@ func (p *FSProvider) finishWorkAck(name string, data workAckData) error {
 	if err := p.workQ.SyncDir(); err != nil {
 		return fmt.Errorf("sync worker queue: %w", err)
 	}
+	failpoint.Hit("workack.after_message_delete")
 	if err := p.workQ.DeleteClaim(name); err != nil {
 		return fmt.Errorf("delete claim: %w", err)
 	}
+	failpoint.Hit("workack.after_claim_delete")
 	if err := p.workQ.SyncClaimsDir(); err != nil {
 		return fmt.Errorf("sync claims: %w", err)
 	}
@@ -291,6 +301,7 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 			var data workAckData
 			_ = json.Unmarshal(c.Data, &data)
 			n++
+			failpoint.Hit("workack.redo_start")
 			return p.finishWorkAck(name, data)
 		})
 		if err != nil {
@@ -334,6 +345,7 @@ func (p *FSProvider) AbandonWorkItem(ctx context.Context, token string, delay ti
 	if err := p.workQ.Abandon(ctx, ct, delay, ignoreAttempt); err != nil {
 		return mapClaimErr(op, err)
 	}
+	failpoint.Hit("abandonwork.after_claim_write")
 	p.notify()
 	return nil
 }

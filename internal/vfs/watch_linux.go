@@ -1,0 +1,86 @@
+//go:build linux
+
+package vfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// inotifyWatch watches one directory with a non-blocking inotify instance.
+// No goroutine: Drain reads what the kernel queued since the last call.
+type inotifyWatch struct {
+	mu  sync.Mutex
+	fd  int
+	buf []byte
+}
+
+func watchDir(dir string) (DirWatch, error) {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("vfs: inotify_init1: %w", err)
+	}
+	const mask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+	if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("vfs: inotify_add_watch %s: %w", dir, err)
+	}
+	return &inotifyWatch{fd: fd, buf: make([]byte, 64<<10)}, nil
+}
+
+func (w *inotifyWatch) Drain() ([]DirEvent, bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return nil, false, errors.New("vfs: watch closed")
+	}
+	var out []DirEvent
+	overflow := false
+	for {
+		n, err := unix.Read(w.fd, w.buf)
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				return out, overflow, nil
+			}
+			return out, true, fmt.Errorf("vfs: read inotify: %w", err)
+		}
+		if n <= 0 {
+			return out, overflow, nil
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&w.buf[off]))
+			nameStart := off + unix.SizeofInotifyEvent
+			nameEnd := nameStart + int(ev.Len)
+			if nameEnd > n {
+				return out, true, nil
+			}
+			name := string(bytes.TrimRight(w.buf[nameStart:nameEnd], "\x00"))
+			off = nameEnd
+			switch {
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0, ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0:
+				overflow = true
+			case name == "":
+			case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+				out = append(out, DirEvent{Name: name, Added: true})
+			case ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
+				out = append(out, DirEvent{Name: name, Added: false})
+			}
+		}
+	}
+}
+
+func (w *inotifyWatch) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return nil
+	}
+	err := unix.Close(w.fd)
+	w.fd = -1
+	return err
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package vfs
+
+// watchDir is unsupported here; callers poll the directory's mtime.
+func watchDir(string) (DirWatch, error) { return nil, errNoWatch }
