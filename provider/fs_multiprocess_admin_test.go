@@ -79,9 +79,15 @@ func TestMultiprocessAdmin(t *testing.T) {
 				inst := fmt.Sprintf("race-%d", round)
 				createInstance(t, p, inst)
 				mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: inst, Name: "e", Data: "d"}, 0))
-				r := h.must(t, helperCmd{Op: "fetch", LockMs: 30_000})
+				// A poll timeout: another process may hold the instance's flock
+				// for a moment (e.g. a sweep), and a fetch skips busy instances.
+				r := h.must(t, helperCmd{Op: "fetch", LockMs: 30_000, PollMs: 2000})
 				if r.Instance != inst {
-					t.Fatalf("helper fetched %q, want %q", r.Instance, inst)
+					entries, _ := p.orchQ.List()
+					l, _, lerr := p.leases.Inspect(ctx, p.lockPath(instanceKey(inst)), p.leasePath(instanceKey(inst)))
+					names, _ := p.fs.ReadDirNames(p.dir + "/queues/orchestrator")
+					d, _ := h.do(helperCmd{Op: "debug", Instance: inst})
+					t.Fatalf("helper fetched %q, want %q; at fetch: %s; helper view: %s; queue %+v; files %v; lease %+v %v", r.Instance, inst, r.Err, d.Err, entries, names, l, lerr)
 				}
 				var ackReply helperReply
 				var wg sync.WaitGroup

@@ -36,6 +36,7 @@ type helperCmd struct {
 	Exec     uint64 `json:"exec,omitempty"`
 	FireAtMs uint64 `json:"fire_at_ms,omitempty"`
 	Owner    string `json:"owner,omitempty"`
+	PollMs   int64  `json:"poll_ms,omitempty"`
 }
 
 // helperReply is a helper's answer.
@@ -103,12 +104,27 @@ func replyErr(err error) helperReply {
 func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 	switch c.Op {
 	case "fetch":
-		it, err := p.FetchOrchestrationItem(ctx, time.Duration(c.LockMs)*time.Millisecond, 0, nil)
+		it, err := p.FetchOrchestrationItem(ctx, time.Duration(c.LockMs)*time.Millisecond, time.Duration(c.PollMs)*time.Millisecond, nil)
 		if err != nil {
 			return replyErr(err)
 		}
 		if it == nil {
-			return helperReply{OK: true}
+			// Diagnostics for a test that expected work: what this process
+			// sees right now.
+			all, _ := p.orchQ.List()
+			var diag string
+			for _, e := range all {
+				key := e.Attrs[attrKey]
+				g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
+				var l string
+				if ok {
+					cur, _, _ := g.Read()
+					l = fmt.Sprintf("%+v now=%d", cur, p.nowMs())
+					g.Unlock()
+				}
+				diag += fmt.Sprintf("[%s vis=%d trylock=%v/%v lease=%s]", e.Attrs[attrInstance], e.VisibleAtMs, ok, err, l)
+			}
+			return helperReply{OK: true, Err: fmt.Sprintf("list=%d %s", len(all), diag)}
 		}
 		r := helperReply{OK: true, Instance: it.Item.Instance, Token: it.LockToken, N: len(it.Item.History)}
 		for _, m := range it.Item.Messages {
@@ -148,6 +164,20 @@ func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 			return replyErr(err)
 		}
 		return helperReply{OK: true}
+	case "debug": // the helper's own view of an instance (diagnostics)
+		key := instanceKey(c.Instance)
+		all, _ := p.orchQ.List()
+		mine, _ := p.orchQ.ListAttr(key)
+		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
+		if ok {
+			g.Unlock()
+		}
+		it, ferr := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+		got := ""
+		if it != nil {
+			got = it.Item.Instance
+		}
+		return helperReply{OK: true, Err: fmt.Sprintf("list=%d attr=%d trylock=%v/%v refetch=%q/%v", len(all), len(mine), ok, err, got, ferr)}
 	case "sdrain": // fetch-and-ack session work items as Owner until idle
 		var got []string
 		idle := 0

@@ -14,6 +14,7 @@ import (
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
 )
 
 var errorsIs = errors.Is
@@ -66,6 +67,15 @@ func (p *FSProvider) RecoveryStats() RecoveryStats {
 // background sweep calls it periodically because a finished instance may
 // never be fetched again.
 func (p *FSProvider) Recover(ctx context.Context) error {
+	return p.recoverPass(ctx, 0, true)
+}
+
+// recoverPass is one recovery pass. The background sweep passes a minimum
+// record age and wait=false: a record younger than that most likely belongs
+// to a live commit that its writer is applying right now, and waiting on its
+// flock would only make concurrent fetches skip the instance. Open passes 0
+// and true: everything pending is finished before the provider serves.
+func (p *FSProvider) recoverPass(ctx context.Context, minAge time.Duration, wait bool) error {
 	p.stats.sweeps.Add(1)
 	dir := filepath.Join(p.dir, "commits")
 	entries, err := p.fs.ReadDirNames(dir)
@@ -80,13 +90,28 @@ func (p *FSProvider) Recover(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		if minAge > 0 {
+			fi, err := p.fs.Lstat(filepath.Join(dir, n))
+			if err != nil || time.Since(fi.ModTime()) < minAge {
+				continue // gone already, or probably being applied by its writer
+			}
+		}
 		if strings.HasPrefix(key, groupPrefix) {
 			if err := p.recoverDeleteGroup(ctx, key); err != nil {
 				return fmt.Errorf("finish deletion %s: %w", key, err)
 			}
 			continue
 		}
-		g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+		var g *lease.Guard
+		if wait {
+			g, err = p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+		} else {
+			var ok bool
+			g, ok, err = p.leases.TryLock(p.lockPath(key), p.leasePath(key))
+			if err == nil && !ok {
+				continue // its holder redoes it before anything else
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("lock %s: %w", key, err)
 		}
@@ -230,7 +255,7 @@ func (p *FSProvider) sweepLoop(interval time.Duration) {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), interval*4)
-			if err := p.Recover(ctx); err != nil {
+			if err := p.recoverPass(ctx, 2*time.Second, false); err != nil {
 				p.log.Warn("durofs: background recovery", "err", err)
 			}
 			cancel()
