@@ -93,6 +93,9 @@ type FSProvider struct {
 	wg       sync.WaitGroup
 
 	stats recoveryStats
+
+	// durableDirs are directories whose entries mkdirDurable made durable.
+	durableDirs sync.Map
 }
 
 var _ Provider = (*FSProvider)(nil)
@@ -206,10 +209,15 @@ func (p *FSProvider) initLayout() error {
 	return nil
 }
 
-// mkdirDurable creates dir (and parents) and makes the new entries durable by
-// fsyncing each parent whose child was created.
+// mkdirDurable creates dir (and parents) if needed and makes sure its entry
+// is durable: it fsyncs the parent of every directory on the path once per
+// process. Existence alone proves nothing: a directory may have been created
+// by a path that does not sync (the lease store creates instance
+// directories through the non-durable lease FS) or by a process that died
+// before syncing its parent.
 func (p *FSProvider) mkdirDurable(dir string) error {
-	if _, err := p.fs.Stat(dir); err == nil {
+	dir = filepath.Clean(dir)
+	if _, ok := p.durableDirs.Load(dir); ok {
 		return nil
 	}
 	parent := filepath.Dir(dir)
@@ -221,7 +229,13 @@ func (p *FSProvider) mkdirDurable(dir string) error {
 	if err := p.fs.MkdirAll(dir, vfs.DirPerm); err != nil {
 		return err
 	}
-	return p.fs.SyncDir(parent)
+	if parent != dir {
+		if err := p.fs.SyncDir(parent); err != nil {
+			return err
+		}
+	}
+	p.durableDirs.Store(dir, struct{}{})
+	return nil
 }
 
 // Close stops the background sweeper. It does not release leases: an

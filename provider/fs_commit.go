@@ -526,7 +526,12 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	failpoint.Hit("redo.after_history")
 
 	// 3b. Execution and instance records: atomic replaces with the full new
-	// contents. Crash between them: both are rewritten on redo.
+	// contents. Crash between them: both are rewritten on redo. The
+	// instance directory's own entry is made durable first (it may have been
+	// created by the non-durable lease store).
+	if err := p.mkdirDurable(p.instDir(key)); err != nil {
+		return fmt.Errorf("create instance dir: %w", err)
+	}
 	if rec.ExecutionFile != nil {
 		ed, _ := jsonMarshal(rec.ExecutionFile)
 		if err := vfs.WriteFile(p.fs, p.execStatePath(key, rec.ExecutionID), ed); err != nil {

@@ -1,0 +1,382 @@
+// Package crashcheck reads the durable content of a durofs directory as a
+// canonical, comparable [Snapshot] and checks the invariants that must hold
+// after recovery. The crash-point sweep (scripts/crashtest) and the
+// power-loss simulation (provider/powerloss_test.go) share it.
+//
+// A snapshot is a sorted multiset of text facts, one per durable item that a
+// client can observe:
+//
+//	instance <key> <instance.json without volatile fields>
+//	execution <key>/<n> <state.json without volatile fields>
+//	event <key>/<n> #<id> <event JSON>
+//	orch <payload JSON>          a published orchestrator-queue message
+//	work <payload JSON>          a published worker-queue message
+//
+// Volatile fields are those that legitimately differ between two runs of the
+// same workload: timestamps (kept only as "set or not"), fences, lease and
+// claim state, message names. Two runs of one deterministic workload
+// therefore give equal facts, and a crash test can demand that the state
+// after a crash and recovery equals the reference state before or after the
+// operation that was in flight.
+//
+// Reading is done through a [vfs.FS], so a snapshot works on a real
+// directory and on a [vfs.MemFS] crash image alike. It never writes.
+package crashcheck
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+// Snapshot is the canonical durable content of a durofs directory.
+type Snapshot struct {
+	// Facts are the observable items, sorted (see the package comment).
+	Facts []string
+	// Problems are invariant violations found while reading: pending commit
+	// records, unfinished work acks, corrupt or torn histories, event ids
+	// not contiguous from 1, decreasing fences, summary counters that
+	// disagree with the histories. After a completed recovery there must be
+	// none.
+	Problems []string
+	// Garbage counts leftovers that are invisible to clients.
+	Garbage Garbage
+}
+
+// Garbage counts invisible leftovers of interrupted operations.
+type Garbage struct {
+	// Staged counts .staged-* queue files: messages staged by an ack that
+	// never committed (or a committed one not yet applied).
+	Staged int
+	// Temps counts .tmp-* files in the queue and commits directories.
+	Temps int
+	// OrphanClaims counts worker claims whose message is gone.
+	OrphanClaims int
+}
+
+// String formats g compactly.
+func (g Garbage) String() string {
+	return fmt.Sprintf("staged=%d temps=%d orphan_claims=%d", g.Staged, g.Temps, g.OrphanClaims)
+}
+
+// Take reads the directory dir of fsys. Unreadable files are reported as
+// problems; an error means dir itself could not be listed.
+func Take(fsys vfs.FS, dir string) (*Snapshot, error) {
+	s := &Snapshot{}
+	if err := s.readInstances(fsys, dir); err != nil {
+		return nil, err
+	}
+	for _, q := range []string{"orchestrator", "worker"} {
+		if err := s.readQueue(fsys, filepath.Join(dir, "queues", q), q); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.readCommits(fsys, filepath.Join(dir, "commits")); err != nil {
+		return nil, err
+	}
+	slices.Sort(s.Facts)
+	slices.Sort(s.Problems)
+	return s, nil
+}
+
+func (s *Snapshot) problem(format string, args ...any) {
+	s.Problems = append(s.Problems, fmt.Sprintf(format, args...))
+}
+
+// readDir lists a directory; a missing one is empty.
+func readDir(fsys vfs.FS, dir string) ([]string, error) {
+	names, err := fsys.ReadDirNames(dir)
+	if vfs.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// canonical parses a JSON object, drops the volatile keys (dropping a key
+// "k!" keeps whether k was set and non-null as a boolean), and re-encodes it
+// with sorted keys.
+func canonical(data []byte, volatile []string, nested map[string][]string) (string, error) {
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "", err
+	}
+	scrub(m, volatile)
+	for k, vol := range nested {
+		if sub, ok := m[k].(map[string]any); ok {
+			scrub(sub, vol)
+		}
+	}
+	out, err := json.Marshal(m)
+	return string(out), err
+}
+
+func scrub(m map[string]any, volatile []string) {
+	for _, k := range volatile {
+		if name, keepSet := strings.CutSuffix(k, "!"); keepSet {
+			m[name] = m[name] != nil
+			continue
+		}
+		delete(m, k)
+	}
+}
+
+var (
+	instanceVolatile = []string{"updated_at_ms", "last_fence", "completed_at_ms!"}
+	recordVolatile   = []string{"created_at_ms", "updated_at_ms"}
+	stateVolatile    = []string{"started_at_ms", "completed_at_ms!"}
+)
+
+func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
+	keys, err := readDir(fsys, filepath.Join(dir, "instances"))
+	if err != nil {
+		return fmt.Errorf("crashcheck: %w", err)
+	}
+	for _, key := range keys {
+		idir := filepath.Join(dir, "instances", key)
+		var inst struct {
+			Executions  []uint64 `json:"executions"`
+			TotalEvents uint64   `json:"total_events"`
+		}
+		hasInst := false
+		if data, err := fsys.ReadFile(filepath.Join(idir, "instance.json")); err == nil {
+			c, err := canonical(data, instanceVolatile, map[string][]string{"record": recordVolatile})
+			if err != nil || json.Unmarshal(data, &inst) != nil {
+				s.problem("instance %s: unparseable instance.json: %v", key, err)
+			} else {
+				s.Facts = append(s.Facts, "instance "+key+" "+c)
+				hasInst = true
+			}
+		} else if !vfs.IsNotExist(err) {
+			s.problem("instance %s: read instance.json: %v", key, err)
+		}
+		execs, err := readDir(fsys, filepath.Join(idir, "executions"))
+		if err != nil {
+			s.problem("instance %s: list executions: %v", key, err)
+			continue
+		}
+		var withState []uint64
+		var total uint64
+		for _, e := range execs {
+			n, err := strconv.ParseUint(e, 10, 64)
+			if err != nil {
+				continue
+			}
+			events, hasState := s.readExecution(fsys, filepath.Join(idir, "executions", e), key+"/"+e)
+			total += uint64(events)
+			if hasState {
+				withState = append(withState, n)
+			}
+		}
+		if hasInst {
+			slices.Sort(withState)
+			if !slices.Equal(withState, inst.Executions) {
+				s.problem("instance %s: instance.json lists executions %v, directories with state.json are %v", key, inst.Executions, withState)
+			}
+			if total != inst.TotalEvents {
+				s.problem("instance %s: instance.json total_events=%d, histories hold %d", key, inst.TotalEvents, total)
+			}
+		}
+	}
+	return nil
+}
+
+// readExecution adds an execution's facts and returns its event count and
+// whether it has a state.json.
+func (s *Snapshot) readExecution(fsys vfs.FS, edir, label string) (events int, hasState bool) {
+	var st struct {
+		EventCount uint64 `json:"event_count"`
+	}
+	if data, err := fsys.ReadFile(filepath.Join(edir, "state.json")); err == nil {
+		c, err := canonical(data, stateVolatile, nil)
+		if err != nil || json.Unmarshal(data, &st) != nil {
+			s.problem("execution %s: unparseable state.json: %v", label, err)
+		} else {
+			s.Facts = append(s.Facts, "execution "+label+" "+c)
+			hasState = true
+		}
+	} else if !vfs.IsNotExist(err) {
+		s.problem("execution %s: read state.json: %v", label, err)
+	}
+	scan, err := history.Open(fsys, filepath.Join(edir, "history.jsonl")).Read()
+	if err != nil {
+		var ce *history.CorruptError
+		if errors.As(err, &ce) {
+			s.problem("history %s: corrupt: %v", label, err)
+		} else {
+			s.problem("history %s: read: %v", label, err)
+		}
+	}
+	if scan.TornBytes > 0 {
+		s.problem("history %s: torn tail of %d bytes", label, scan.TornBytes)
+	}
+	var lastEpoch uint64
+	for i, r := range scan.Records {
+		if r.ID != uint64(i+1) {
+			s.problem("history %s: event #%d has id %d (ids must be contiguous from 1 and unique)", label, i+1, r.ID)
+		}
+		if r.Epoch < lastEpoch {
+			s.problem("history %s: fence decreases from %d to %d at event id %d", label, lastEpoch, r.Epoch, r.ID)
+		}
+		lastEpoch = r.Epoch
+		s.Facts = append(s.Facts, fmt.Sprintf("event %s #%d %s", label, r.ID, r.Payload))
+	}
+	if hasState && st.EventCount != uint64(len(scan.Records)) {
+		s.problem("execution %s: state.json event_count=%d, history holds %d", label, st.EventCount, len(scan.Records))
+	}
+	return len(scan.Records), hasState
+}
+
+const (
+	msgSuffix    = ".json"
+	stagedPrefix = ".staged-"
+	tempPrefix   = vfs.TempPrefix
+	ulidLen      = 26
+)
+
+// isMessageFile reports whether a queue directory entry is a published
+// message ("<ULID>.json").
+func isMessageFile(name string) bool {
+	base, ok := strings.CutSuffix(name, msgSuffix)
+	return ok && len(base) == ulidLen && !strings.HasPrefix(base, ".")
+}
+
+func (s *Snapshot) readQueue(fsys vfs.FS, qdir, queue string) error {
+	names, err := readDir(fsys, qdir)
+	if err != nil {
+		return fmt.Errorf("crashcheck: %w", err)
+	}
+	label := map[string]string{"orchestrator": "orch", "worker": "work"}[queue]
+	present := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, stagedPrefix):
+			s.Garbage.Staged++
+		case strings.HasPrefix(n, tempPrefix):
+			s.Garbage.Temps++
+		case isMessageFile(n):
+			present[strings.TrimSuffix(n, msgSuffix)] = true
+			data, err := fsys.ReadFile(filepath.Join(qdir, n))
+			if err != nil {
+				s.problem("queue %s: read %s: %v", queue, n, err)
+				continue
+			}
+			var m struct {
+				Payload json.RawMessage `json:"payload"`
+			}
+			if err := json.Unmarshal(data, &m); err != nil {
+				s.problem("queue %s: unparseable message %s: %v", queue, n, err)
+				continue
+			}
+			s.Facts = append(s.Facts, label+" "+string(m.Payload))
+		}
+	}
+	claims, err := readDir(fsys, filepath.Join(qdir, "claims"))
+	if err != nil {
+		return fmt.Errorf("crashcheck: %w", err)
+	}
+	for _, n := range claims {
+		if strings.HasPrefix(n, tempPrefix) {
+			s.Garbage.Temps++
+			continue
+		}
+		if !isMessageFile(n) {
+			continue
+		}
+		data, err := fsys.ReadFile(filepath.Join(qdir, "claims", n))
+		if err != nil {
+			s.problem("queue %s: read claim %s: %v", queue, n, err)
+			continue
+		}
+		var c struct {
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal(data, &c); err == nil && c.State != "" {
+			s.problem("queue %s: claim %s is %q: a work ack was never finished", queue, n, c.State)
+		}
+		if !present[strings.TrimSuffix(n, msgSuffix)] {
+			s.Garbage.OrphanClaims++
+		}
+	}
+	return nil
+}
+
+func (s *Snapshot) readCommits(fsys vfs.FS, cdir string) error {
+	names, err := readDir(fsys, cdir)
+	if err != nil {
+		return fmt.Errorf("crashcheck: %w", err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, tempPrefix) {
+			s.Garbage.Temps++
+			continue
+		}
+		s.problem("pending commit record commits/%s", n)
+	}
+	return nil
+}
+
+// Duplicates returns the facts that occur more than once. In a workload whose
+// messages and events are all distinct, any duplicate is a violation (a
+// message published twice, or resurrected next to its copy).
+func Duplicates(facts []string) []string {
+	var out []string
+	for i := 1; i < len(facts); i++ {
+		if facts[i] == facts[i-1] && (len(out) == 0 || out[len(out)-1] != facts[i]) {
+			out = append(out, facts[i])
+		}
+	}
+	return out
+}
+
+// Diff returns the multiset differences of two sorted fact lists: the facts
+// only in a and the facts only in b.
+func Diff(a, b []string) (onlyA, onlyB []string) {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			onlyA = append(onlyA, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			onlyB = append(onlyB, b[j])
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	return onlyA, onlyB
+}
+
+// DescribeDiff explains how got differs from want in at most max lines per
+// side ("missing: ..." and "extra: ..."), for violation reports.
+func DescribeDiff(want, got []string, max int) string {
+	missing, extra := Diff(want, got)
+	var b strings.Builder
+	list := func(label string, xs []string) {
+		for i, x := range xs {
+			if i == max {
+				fmt.Fprintf(&b, "%s ... and %d more; ", label, len(xs)-max)
+				break
+			}
+			if len(x) > 160 {
+				x = x[:160] + "…"
+			}
+			fmt.Fprintf(&b, "%s %s; ", label, x)
+		}
+	}
+	list("missing:", missing)
+	list("extra:", extra)
+	return strings.TrimSuffix(b.String(), "; ")
+}
