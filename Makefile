@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test vet lint crossbuild races demo fuzz-smoke clean
+.PHONY: test vet lint crossbuild races demo fuzz-smoke crashpoints powerloss bench clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts.
@@ -34,6 +34,20 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzRead -fuzztime 10s ./history/
 	$(GO) test -run XXX -fuzz FuzzDecodeLine -fuzztime 10s ./history/
 	$(GO) test -run XXX -fuzz FuzzEncode -fuzztime 10s ./internal/names/
+
+## crashpoints: SIGKILL a process at every named failpoint of the commit,
+## redo, lease and enqueue paths (built with -tags crashtest), recover, check.
+crashpoints:
+	$(GO) test -count=1 -v -run TestCrashPointSweep ./scripts/crashtest/ | grep -Ev '^=== (RUN|PAUSE|CONT)'
+
+## powerloss: crash a strict in-memory file system at every sync point of a
+## workload script, recover, verify; and show a weakened commit path fails.
+powerloss:
+	$(GO) test -count=1 -v -run 'TestPowerLoss' ./provider/ | grep -E 'power loss|^(---|ok|FAIL)'
+
+## bench: fsyncs per ack and turn cost (see BENCHMARKS.md).
+bench:
+	$(GO) test -run XXX -bench . -benchtime 300x ./provider/
 
 ## demo: the main job (see README).
 demo:
