@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test vet lint crossbuild races demo fuzz-smoke crashpoints powerloss bench clean
+.PHONY: test vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints powerloss bench clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts.
@@ -34,6 +34,16 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzRead -fuzztime 10s ./history/
 	$(GO) test -run XXX -fuzz FuzzDecodeLine -fuzztime 10s ./history/
 	$(GO) test -run XXX -fuzz FuzzEncode -fuzztime 10s ./internal/names/
+
+## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
+## SIGSTOP zombie rounds), then every invariant of design.md §6; exits
+## non-zero on any violation.
+crashtest:
+	$(GO) run ./scripts/crashtest/chaos --duration 60s --kills 400 --zombies 3
+
+## crashtest-long: >= 5,000 kills (about 20 minutes).
+crashtest-long:
+	$(GO) run ./scripts/crashtest/chaos --duration 15m --kills 5000 --zombies 20
 
 ## crashpoints: SIGKILL a process at every named failpoint of the commit,
 ## redo, lease and enqueue paths (built with -tags crashtest), recover, check.

@@ -149,14 +149,24 @@ func (l Lease) HeldAt(nowMs int64) bool { return l.Token != "" && l.ExpiresAtMs 
 // Store performs lease operations on a file system with a clock. It is safe
 // for concurrent use; it holds no state besides its FS and clock.
 type Store struct {
-	fsys vfs.FS
-	clk  clock.Clock
+	fsys   vfs.FS
+	clk    clock.Clock
+	tmpDir string
 }
 
 // NewStore returns a Store doing all I/O and locking through fsys and reading
 // time from clk.
 func NewStore(fsys vfs.FS, clk clock.Clock) *Store {
 	return &Store{fsys: fsys, clk: clk}
+}
+
+// WithTempDir returns a Store that writes lease files through temporary
+// files in dir (see vfs.WriteFileVia), so that a writer killed mid-write
+// leaves garbage only there. dir must be on the same file system.
+func (s *Store) WithTempDir(dir string) *Store {
+	c := *s
+	c.tmpDir = dir
+	return &c
 }
 
 // Guard is one flock critical section on a resource (a lock file and a lease
@@ -315,7 +325,7 @@ func (g *Guard) Write(l Lease) error {
 		return fmt.Errorf("lease: encode %s: %w", g.leasePath, err)
 	}
 	b = append(b, '\n')
-	if err := vfs.WriteFile(g.s.fsys, g.leasePath, b); err != nil {
+	if err := vfs.WriteFileVia(g.s.fsys, g.s.tmpDir, g.leasePath, b); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
 	return nil

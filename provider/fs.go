@@ -94,6 +94,10 @@ type FSProvider struct {
 
 	stats recoveryStats
 
+	// tmpDir holds the temporary files of atomic replaces outside the queue
+	// directories, so the sweeper cleans one directory, not every instance.
+	tmpDir string
+
 	// durableDirs are directories whose entries mkdirDurable made durable.
 	durableDirs sync.Map
 }
@@ -156,7 +160,8 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	if err := p.initLayout(); err != nil {
 		return nil, err
 	}
-	p.leases = lease.NewStore(p.leaseFS, clk)
+	p.tmpDir = filepath.Join(dir, "tmp")
+	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir)
 	var err error
 	if p.orchQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "orchestrator"), fsqueue.Options{Clock: clk, Logger: log, IndexAttr: attrKey}); err != nil {
 		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
@@ -182,7 +187,7 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 
 // initLayout creates the top-level folders and checks FORMAT.
 func (p *FSProvider) initLayout() error {
-	for _, d := range []string{"instances", "commits", "quarantine", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
+	for _, d := range []string{"instances", "commits", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
 		if err := p.mkdirDurable(filepath.Join(p.dir, d)); err != nil {
 			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 		}
@@ -236,6 +241,11 @@ func (p *FSProvider) mkdirDurable(dir string) error {
 	}
 	p.durableDirs.Store(dir, struct{}{})
 	return nil
+}
+
+// writeFile atomically replaces path, with its temporary file in tmp/.
+func (p *FSProvider) writeFile(path string, data []byte) error {
+	return vfs.WriteFileVia(p.fs, p.tmpDir, path, data)
 }
 
 // Close stops the background sweeper. It does not release leases: an

@@ -481,7 +481,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	failpoint.Hit("delete.after_intents_sync")
 	grec := commitRecord{Format: commitFormat, Kind: kindDeleteGroup, Keys: keys}
 	data, _ := jsonMarshal(grec)
-	if err := vfs.WriteFile(p.fs, p.commitPath(group), data); err != nil {
+	if err := p.writeFile(p.commitPath(group), data); err != nil {
 		if _, serr := p.fs.Stat(p.commitPath(group)); serr != nil {
 			p.dropIntents(keys)
 		}
@@ -738,7 +738,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	rec := commitRecord{Format: commitFormat, Kind: kindPrune, Key: key, Instance: instance, InstanceFile: &nf, PruneExecutions: prune}
 	data, _ := jsonMarshal(rec)
 	failpoint.Hit("prune.before_record")
-	if err := vfs.WriteFile(p.fs, p.commitPath(key), data); err != nil {
+	if err := p.writeFile(p.commitPath(key), data); err != nil {
 		return PruneResult{}, Retryablef(op, err, "commit prune: %v", err)
 	}
 	afterCommitPoint("prune")
@@ -766,7 +766,7 @@ func (p *FSProvider) applyPrune(rec *commitRecord) error {
 	failpoint.Hit("prune.after_exec_dir_sync")
 	if rec.InstanceFile != nil {
 		data, _ := jsonMarshal(rec.InstanceFile)
-		if err := vfs.WriteFile(p.fs, p.instFilePath(rec.Key), data); err != nil {
+		if err := p.writeFile(p.instFilePath(rec.Key), data); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,29 @@ import (
 	"testing"
 )
 
+// TestAppendBeforeFirstAckCounted: events appended before an instance's
+// first ack are counted in its summary.
+func TestAppendBeforeFirstAckCounted(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1})
+	e := started("pre")
+	e.EventID = 1
+	mustNoErr(t, p.AppendWithExecution(ctx, "pre", 1, []Event{e}))
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("pre"), 0))
+	it, err := p.FetchOrchestrationItem(ctx, 30*1e9, 0, nil)
+	if err != nil || it == nil {
+		t.Fatal(it, err)
+	}
+	e2 := started("pre")
+	e2.EventID, e2.Kind = 2, ExternalEvent{Name: "x", Data: "y"}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{e2}, nil, nil, md("TestOrch", "1.0.0"), nil))
+	adm, _ := p.Admin()
+	m, err := adm.GetSystemMetrics(ctx)
+	if err != nil || m.TotalEvents != 2 {
+		t.Fatalf("metrics = %+v %v, want 2 events", m, err)
+	}
+}
+
 func TestAppendWithExecution(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1})

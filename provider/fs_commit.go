@@ -197,7 +197,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
 	}
 	failpoint.Hit("ack.before_commit_record")
-	if err := vfs.WriteFile(p.fs, p.commitPath(key), data); err != nil {
+	if err := p.writeFile(p.commitPath(key), data); err != nil {
 		if _, serr := p.fs.Stat(p.commitPath(key)); serr != nil {
 			// No record under its final name: nothing happened.
 			p.unstage(staged)
@@ -344,6 +344,15 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		nf.Executions = append(nf.Executions, executionID)
 		slices.Sort(nf.Executions)
 	}
+	if inf == nil {
+		// The instance's first commit: count events appended before it
+		// (AppendWithExecution), in any execution, from the record frames.
+		total, err := p.countHistoryRecords(key)
+		if err != nil {
+			return nil, nil, Retryablef(op, err, "count history: %v", err)
+		}
+		nf.TotalEvents = total
+	}
 	nf.TotalEvents += uint64(len(delta))
 	if executionID == nf.CurrentExecutionID {
 		nf.Status, nf.CompletedAtMs = ne.Status, ne.CompletedAtMs
@@ -413,6 +422,24 @@ func kindOf(w WorkItem) string {
 		return "nil"
 	}
 	return w.Kind()
+}
+
+// countHistoryRecords counts the history records of every execution of an
+// instance (used once, when an instance without instance.json first commits).
+func (p *FSProvider) countHistoryRecords(key string) (uint64, error) {
+	execs, err := p.listExecutions(key)
+	if err != nil {
+		return 0, err
+	}
+	var total uint64
+	for _, e := range execs {
+		n, _, err := history.Open(p.fs, p.historyPath(key, e)).Stat()
+		if err != nil && !errors.Is(err, history.ErrCorrupt) {
+			return 0, err
+		}
+		total += uint64(n)
+	}
+	return total, nil
 }
 
 // compactJSON removes insignificant whitespace (a history record is one
@@ -534,14 +561,14 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	}
 	if rec.ExecutionFile != nil {
 		ed, _ := jsonMarshal(rec.ExecutionFile)
-		if err := vfs.WriteFile(p.fs, p.execStatePath(key, rec.ExecutionID), ed); err != nil {
+		if err := p.writeFile(p.execStatePath(key, rec.ExecutionID), ed); err != nil {
 			return fmt.Errorf("write execution state: %w", err)
 		}
 	}
 	failpoint.Hit("redo.after_state")
 	if rec.InstanceFile != nil {
 		id, _ := jsonMarshal(rec.InstanceFile)
-		if err := vfs.WriteFile(p.fs, p.instFilePath(key), id); err != nil {
+		if err := p.writeFile(p.instFilePath(key), id); err != nil {
 			return fmt.Errorf("write instance: %w", err)
 		}
 	}

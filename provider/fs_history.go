@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/durofs/durofs/history"
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // Read implements Provider: the latest execution's history.
@@ -108,7 +107,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	if err != nil {
 		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
 	}
-	if err := vfs.WriteFile(p.fs, p.commitPath(key), data); err != nil {
+	if err := p.writeFile(p.commitPath(key), data); err != nil {
 		return Retryablef(op, err, "write commit record: %v", err)
 	}
 	if err := p.apply(ctx, g, rec); err != nil {

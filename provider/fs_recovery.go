@@ -226,9 +226,21 @@ func (p *FSProvider) sweepTemps(age time.Duration) error {
 		}
 		p.stats.tempsSwept.Add(int64(st.TempRemoved))
 	}
-	dir := filepath.Join(p.dir, "commits")
+	for _, dir := range []string{filepath.Join(p.dir, "commits"), p.tmpDir} {
+		if err := p.sweepTempDir(dir, age); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepTempDir removes temporary files older than age from one directory.
+func (p *FSProvider) sweepTempDir(dir string, age time.Duration) error {
 	entries, err := p.fs.ReadDirNames(dir)
 	if err != nil {
+		if vfs.IsNotExist(err) {
+			return nil
+		}
 		return err
 	}
 	for _, n := range entries {
@@ -266,10 +278,10 @@ func (p *FSProvider) sweepLoop(interval time.Duration) {
 // quarantine stores data under quarantine/<name> with a <name>.reason file.
 func (p *FSProvider) quarantine(name, reason string, data []byte) error {
 	dir := filepath.Join(p.dir, "quarantine")
-	if err := vfs.WriteFile(p.fs, filepath.Join(dir, name), data); err != nil {
+	if err := p.writeFile(filepath.Join(dir, name), data); err != nil {
 		return err
 	}
-	return vfs.WriteFile(p.fs, filepath.Join(dir, name+".reason"), []byte(reason+"\n"))
+	return p.writeFile(filepath.Join(dir, name+".reason"), []byte(reason+"\n"))
 }
 
 // quarantineOrch moves an orchestrator message that cannot be used aside.

@@ -68,6 +68,32 @@ func WriteFile(fsys FS, path string, data []byte) error {
 	return nil
 }
 
+// WriteFileVia is WriteFile with the temporary file created in tmpDir (on
+// the same file system) instead of beside path, then renamed across
+// directories. A writer killed before its rename leaves garbage only in
+// tmpDir, which one sweeper can clean without visiting every directory that
+// files are written to. Only path's directory is fsynced: if the temporary
+// entry reappears in tmpDir after a power loss it is garbage there too. An
+// empty tmpDir means WriteFile.
+func WriteFileVia(fsys FS, tmpDir, path string, data []byte) error {
+	if tmpDir == "" {
+		return WriteFile(fsys, path, data)
+	}
+	tmp := filepath.Join(tmpDir, TempPrefix+filepath.Base(path)+"-"+uuid.NewString())
+	if err := writeSynced(fsys, tmp, data); err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("vfs: write %s: sync dir: %w", path, err)
+	}
+	return nil
+}
+
 // WriteFileNoDirSync is WriteFile without the final directory fsync, for
 // callers that batch one SyncDir over several entries of one directory.
 func WriteFileNoDirSync(fsys FS, path string, data []byte) error {

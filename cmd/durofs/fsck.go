@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/durofs/durofs/provider"
+)
+
+// fsckJSON is the JSON of durofs fsck.
+type fsckJSON struct {
+	provider.FsckReport
+	Clean     bool `json:"clean"`
+	Remaining int  `json:"remaining"`
+}
+
+// fsckCmd is "durofs fsck".
+func fsckCmd(args []string, stdout, stderr io.Writer) int {
+	c := newCLI("durofs fsck", "durofs fsck [--repair] [--dir D] [--json]", `
+Checks a durofs directory: FORMAT; every history file's CRCs, torn tails and
+events; temporary and staged files nobody will finish; pending commit records
+and acked work items; expired leases; unparseable files (instance.json,
+state.json, lease.json, queue messages, claims, sessions, commit records);
+messages for unknown instances; and the counters of instance.json and
+state.json against the files. It runs safely beside live processes (every
+check takes the lock the provider's writers take).
+
+With --repair it fixes what is safe: it applies pending commits, finishes
+work acks, removes old temporary files, orphan staged files and orphan
+claims, truncates torn history tails that no commit covers, moves unparseable
+files to quarantine/ (with a .reason file; instance.json and state.json are
+then rebuilt from the histories), and rewrites drifted counters. A corrupt
+committed history record is reported, never changed.
+
+Exit status: 0 if no error or warning remains, 1 otherwise (or on failure),
+2 on a usage error.`, stdout, stderr)
+	repair := c.fs.Bool("repair", false, "repair what is safe to repair")
+	minAge := c.fs.Duration("min-age", time.Minute, "temporary and staged files younger than this are presumed live and not reported")
+	staleAfter := c.fs.Duration("stale-after", time.Hour, "messages for an unknown instance older than this are a warning rather than info")
+	verbose := c.fs.Bool("v", false, "log each repair to stderr")
+	if _, code, ok := c.parse(args, 0, 0); !ok {
+		return code
+	}
+	if *minAge <= 0 || *staleAfter <= 0 {
+		return c.usageErr("--min-age and --stale-after must be positive")
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := c.context()
+	defer cancel()
+	rep, err := provider.Fsck(ctx, c.dir, provider.FsckOptions{Repair: *repair, Logger: log, MinAge: *minAge, StaleAfter: *staleAfter})
+	if err != nil {
+		return c.fail(err)
+	}
+	remaining := rep.Remaining()
+	if c.json {
+		if code := c.printJSON(fsckJSON{FsckReport: rep, Clean: rep.Clean(), Remaining: len(remaining)}); code != exitOK {
+			return code
+		}
+	} else {
+		printFsck(stdout, rep, len(remaining))
+	}
+	if !rep.Clean() {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// printFsck prints a report for humans: one block per finding, then a summary.
+func printFsck(w io.Writer, rep provider.FsckReport, remaining int) {
+	mode := "check"
+	if rep.Repair {
+		mode = "check and repair"
+	}
+	fmt.Fprintf(w, "durofs fsck %s (%s)\n", rep.Dir, mode)
+	sev := map[string]int{}
+	repaired := 0
+	for _, f := range rep.Findings {
+		sev[f.Severity]++
+		status := ""
+		switch {
+		case f.Repaired:
+			status = " [repaired]"
+			repaired++
+		case f.Severity != provider.SeverityInfo && rep.Repair:
+			status = " [NOT repaired]"
+		}
+		fmt.Fprintf(w, "\n%-7s %s  %s%s\n", f.Severity, f.Kind, f.Path, status)
+		fmt.Fprintf(w, "        %s\n", f.Detail)
+		if f.Action != "" {
+			fmt.Fprintf(w, "        -> %s\n", f.Action)
+		}
+	}
+	ck := rep.Checked
+	fmt.Fprintf(w, "\nchecked: %d instances, %d executions, %d history records, %d leases, %d commit records, %d messages, %d staged, %d claims, %d sessions, %d temporary files",
+		ck.Instances, ck.Executions, ck.HistoryRecords, ck.Leases, ck.Commits, ck.Messages, ck.Staged, ck.Claims, ck.Sessions, ck.TempFiles)
+	if ck.Quarantined > 0 {
+		fmt.Fprintf(w, "; quarantine/ holds %d file(s)", ck.Quarantined)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "findings: %d (%d errors, %d warnings, %d info), %d repaired, %d remaining\n",
+		len(rep.Findings), sev[provider.SeverityError], sev[provider.SeverityWarning], sev[provider.SeverityInfo], repaired, remaining)
+	switch {
+	case remaining == 0:
+		fmt.Fprintln(w, "result: clean")
+	case rep.Repair:
+		fmt.Fprintln(w, "result: NOT clean (the remaining findings need an operator)")
+	default:
+		fmt.Fprintln(w, "result: NOT clean (durofs fsck --repair fixes what is safe to fix)")
+	}
+}

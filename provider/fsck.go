@@ -1,0 +1,1475 @@
+package provider
+
+// Fsck: the consistency check of a durofs directory, and its repair.
+//
+// Every per-resource check runs under the lock that writers of that resource
+// hold, so a check beside live processes never sees a change half-done:
+//
+//   - an instance (commit record, lease, instance.json, executions) under its
+//     instance flock. A commit record seen there is left by a dead process or
+//     a failed apply, never by a live ack (which writes and applies it in one
+//     flock section);
+//   - a worker item's claim under its shard flock (fsqueue.WithClaim);
+//   - a staged message under the lock of the commit that staged it (its
+//     instance's flock or its work item's claim lock), as the sweeper does;
+//   - a deletion group after taking the flock of its first instance, which
+//     its deleter holds until it returns;
+//   - a session row under its session flock.
+//
+// Queue messages are immutable once published, and temporary files are
+// judged by age (an interrupted write's file is older than MinAge).
+//
+// Repairs are crash-safe: each is an atomic replace (vfs.WriteFileVia), a
+// rename, a truncation of bytes no reader counts, or the provider's own
+// idempotent redo, each followed by the fsyncs that make it durable.
+// Interrupted, a repair leaves the directory in a state the next fsck
+// recognizes and finishes. Lock files are never deleted.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
+)
+
+// FsckOptions configure Fsck.
+type FsckOptions struct {
+	// Repair fixes what is safe to fix (see the finding kinds).
+	Repair bool
+	// Logger receives a line per repair. Nil means slog.Default().
+	Logger *slog.Logger
+	// MinAge is the age below which temporary and staged files are presumed
+	// to belong to a write in progress and are not reported. Zero means one
+	// minute.
+	MinAge time.Duration
+	// StaleAfter is the age from which messages for an unknown instance are
+	// a warning rather than information. Zero means one hour.
+	StaleAfter time.Duration
+}
+
+// Severities of a finding.
+const (
+	// SeverityError is damage or an inconsistency.
+	SeverityError = "error"
+	// SeverityWarning is a leftover of a crash that the provider would also
+	// clean up, or something that needs an operator's decision.
+	SeverityWarning = "warning"
+	// SeverityInfo is a normal, transient state (an expired lease, a fresh
+	// message for an instance not started yet). It never makes a directory
+	// unclean.
+	SeverityInfo = "info"
+)
+
+// Kinds of findings. The repair of each (with --repair) is:
+const (
+	// FsckFormat: FORMAT or a queue's fsqueue.json is missing, unparseable or
+	// of another version. Not repaired; the check stops there.
+	FsckFormat = "format"
+	// FsckIOError: a file could not be read. Not repaired.
+	FsckIOError = "io_error"
+	// FsckUnparseable: instance.json, state.json, lease.json, a session row,
+	// a commit record, a queue message (or its work item payload), a staged
+	// message or a claim cannot be parsed. Repaired by moving the file to
+	// quarantine/ with a .reason file; instance.json and state.json are then
+	// rebuilt from the histories. A state.json whose history is itself
+	// unreadable, and an instance whose id cannot be recovered, are left.
+	FsckUnparseable = "unparseable"
+	// FsckCorruptRecord: a complete history line fails its CRC or the record
+	// format. Never repaired: it is committed data; an operator decides.
+	FsckCorruptRecord = "corrupt_record"
+	// FsckBadEvent: a history record with a valid CRC whose payload is not
+	// an event. Never repaired.
+	FsckBadEvent = "bad_event"
+	// FsckTornTail: bytes after a history file's last complete line, with
+	// no pending commit for the instance: an append cut by a crash that was
+	// never committed. Repaired by truncating them.
+	FsckTornTail = "torn_tail"
+	// FsckPendingCommit: a commit record (ack, append, prune, delete intent
+	// or deletion group) or an acked work-item claim whose apply did not
+	// finish. Repaired by applying it (the provider's redo).
+	FsckPendingCommit = "pending_commit"
+	// FsckCounterDrift: instance.json's executions, total_events, status,
+	// completed_at or current execution, or a state.json's event_count or
+	// execution_id, disagree with the files; or instance.json is missing
+	// while executions have a state.json. Repaired by rewriting the file
+	// from the actual files.
+	FsckCounterDrift = "counter_drift"
+	// FsckTempFile: a temporary file older than MinAge (a write interrupted
+	// by a crash). Repaired by removing it.
+	FsckTempFile = "temp_file"
+	// FsckStagedOrphan: a staged message older than MinAge that no pending
+	// commit names (its writer died before its commit point). Repaired by
+	// removing it.
+	FsckStagedOrphan = "staged_orphan"
+	// FsckOrphanClaim: a claim whose message no longer exists. Repaired by
+	// removing it.
+	FsckOrphanClaim = "orphan_claim"
+	// FsckExpiredLease: a lease, claim or session still naming a holder
+	// after its expiry (info: the next taker takes it over). Not changed.
+	FsckExpiredLease = "expired_lease"
+	// FsckUnknownInstance: queued messages for an instance that has no
+	// instance.json, no history, no pending commit and no queued start
+	// (info while younger than StaleAfter, then a warning). Not repaired:
+	// `durofs delete <instance> --force` removes them.
+	FsckUnknownInstance = "unknown_instance"
+)
+
+// FsckFinding is one problem found by Fsck.
+type FsckFinding struct {
+	// Kind is one of the Fsck* kinds.
+	Kind string `json:"kind"`
+	// Severity is SeverityError, SeverityWarning or SeverityInfo.
+	Severity string `json:"severity"`
+	// Path is the file, relative to the checked directory.
+	Path string `json:"path"`
+	// Detail says what is wrong.
+	Detail string `json:"detail"`
+	// Action says what the repair did, would do, or why it does nothing.
+	Action string `json:"action,omitempty"`
+	// Repaired is true when the repair fixed it.
+	Repaired bool `json:"repaired"`
+}
+
+// FsckChecked counts what Fsck looked at.
+type FsckChecked struct {
+	Instances      int `json:"instances"`
+	Executions     int `json:"executions"`
+	HistoryRecords int `json:"history_records"`
+	Leases         int `json:"leases"`
+	Commits        int `json:"commits"`
+	Messages       int `json:"messages"`
+	Staged         int `json:"staged"`
+	Claims         int `json:"claims"`
+	Sessions       int `json:"sessions"`
+	TempFiles      int `json:"temp_files"`
+	// Quarantined counts files already in quarantine/ (not findings).
+	Quarantined int `json:"quarantined"`
+}
+
+// FsckReport is the result of Fsck.
+type FsckReport struct {
+	Dir      string        `json:"dir"`
+	Repair   bool          `json:"repair"`
+	Findings []FsckFinding `json:"findings"`
+	Checked  FsckChecked   `json:"checked"`
+}
+
+// Remaining returns the findings that make the directory unclean: errors
+// and warnings that were not repaired.
+func (r FsckReport) Remaining() []FsckFinding {
+	var out []FsckFinding
+	for _, f := range r.Findings {
+		if !f.Repaired && f.Severity != SeverityInfo {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Clean reports whether no error or warning remains.
+func (r FsckReport) Clean() bool { return len(r.Remaining()) == 0 }
+
+// Fsck checks the durofs directory dir and, with opts.Repair, repairs what
+// is safe (see the finding kinds). It may run beside live processes: every
+// check and repair takes the lock the provider's writers take (see the top
+// of fsck.go), so it holds an instance's flock while it reads that
+// instance's histories. Without Repair it writes nothing (taking a flock
+// may create a missing lock file). A directory without FORMAT is an error wrapping
+// ErrNotDurofsDir; a FORMAT or queue configuration it cannot use is a
+// FsckFormat finding and ends the check. With Repair, Fsck finally runs the
+// provider's recovery and checks again: a finding still present is reported
+// as not repaired, and new findings are added.
+func Fsck(ctx context.Context, dir string, opts FsckOptions) (FsckReport, error) {
+	rep := FsckReport{Dir: dir, Repair: opts.Repair, Findings: []FsckFinding{}}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MinAge <= 0 {
+		opts.MinAge = time.Minute
+	}
+	if opts.StaleAfter <= 0 {
+		opts.StaleAfter = time.Hour
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return rep, fmt.Errorf("durofs fsck: %w", err)
+	}
+	if !fi.IsDir() {
+		return rep, fmt.Errorf("durofs fsck: %s: %w (not a directory)", dir, ErrNotDurofsDir)
+	}
+	if ok, err := checkLayout(dir, &rep); err != nil || !ok {
+		return rep, err
+	}
+	if opts.Repair {
+		if kind, err := networkFS(dir); err != nil {
+			return rep, fmt.Errorf("durofs fsck: statfs %s: %w", dir, err)
+		} else if kind != "" {
+			return rep, fmt.Errorf("durofs fsck: %s is on a %s file system: %w (flock does not exclude other hosts; not repairing)", dir, kind, ErrUnsupportedFS)
+		}
+	}
+	p, err := openUnrecovered(dir, Options{Logger: opts.Logger, SweepInterval: -1})
+	if err != nil {
+		return rep, fmt.Errorf("durofs fsck: %w", err)
+	}
+	defer p.Close()
+
+	run := newFsckRun(p, opts, opts.Repair)
+	if err := run.scan(ctx); err != nil {
+		return rep, err
+	}
+	rep.Findings, rep.Checked = append(rep.Findings, run.result()...), run.checked
+	if !opts.Repair {
+		return rep, nil
+	}
+	// The provider's own recovery (a no-op unless something appeared
+	// meanwhile), then a read-only check of the result.
+	if err := p.Recover(ctx); err != nil {
+		opts.Logger.Warn("durofs fsck: recovery after repair", "dir", dir, "err", err)
+	}
+	verify := newFsckRun(p, opts, false)
+	if err := verify.scan(ctx); err != nil {
+		return rep, err
+	}
+	still := map[string]bool{}
+	for _, f := range verify.findings {
+		still[findingKey(*f)] = true
+	}
+	seen := map[string]bool{}
+	for i := range rep.Findings {
+		f := &rep.Findings[i]
+		seen[findingKey(*f)] = true
+		if f.Repaired && still[findingKey(*f)] {
+			f.Repaired = false
+			f.Action += " (but a check afterwards still finds it)"
+		}
+	}
+	for _, f := range verify.findings {
+		if !seen[findingKey(*f)] {
+			rep.Findings = append(rep.Findings, *f)
+		}
+	}
+	return rep, nil
+}
+
+func findingKey(f FsckFinding) string { return f.Kind + "\x00" + f.Path }
+
+// checkLayout checks FORMAT and the queues' fsqueue.json. ok is false when
+// the check cannot go on (findings say why).
+func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
+	if _, err := readFormat(vfs.OS{}, dir); err != nil {
+		if errors.Is(err, ErrNotDurofsDir) {
+			return false, fmt.Errorf("durofs fsck: %w", err)
+		}
+		rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: "FORMAT",
+			Detail: err.Error(), Action: "not repairable: this build reads format version " + strconv.Itoa(FormatVersion) + " only"})
+		return false, nil
+	}
+	ok = true
+	for _, q := range []string{"orchestrator", "worker"} {
+		rel := filepath.Join("queues", q, "fsqueue.json")
+		data, err := os.ReadFile(filepath.Join(dir, rel))
+		var cfg struct {
+			Format  string `json:"format"`
+			Version int    `json:"version"`
+			Shards  int    `json:"shards"`
+		}
+		detail := ""
+		switch {
+		case err != nil:
+			detail = fmt.Sprintf("cannot read the queue configuration: %v", err)
+		case json.Unmarshal(data, &cfg) != nil:
+			detail = "the queue configuration cannot be parsed"
+		case cfg.Format != "fsqueue" || cfg.Version != 1 || cfg.Shards < 1 || cfg.Shards > 256:
+			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d, shards %d", cfg.Format, cfg.Version, cfg.Shards)
+		}
+		if detail != "" {
+			rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
+				Action: "not repairable: the shard count decides which lock file guards each claim and cannot be guessed"})
+			ok = false
+		}
+	}
+	return ok, nil
+}
+
+// fsckRun is one pass over the directory.
+type fsckRun struct {
+	p        *FSProvider
+	opts     FsckOptions
+	repair   bool
+	log      *slog.Logger
+	now      time.Time
+	findings []*FsckFinding // pointers: callers complete a finding after later ones were added
+	checked  FsckChecked
+	// known are instance keys with an instance.json (parseable or not), an
+	// execution or a pending commit; msgs are the queued messages by key.
+	known map[string]bool
+	msgs  map[string][]fsckMsg
+	// done are the instance keys checked already (a repair may create the
+	// directory of a key first seen through its commit record).
+	done map[string]bool
+}
+
+type fsckMsg struct {
+	queue, name, kind, instance string
+	enqueuedAtMs                int64
+}
+
+func newFsckRun(p *FSProvider, opts FsckOptions, repair bool) *fsckRun {
+	return &fsckRun{p: p, opts: opts, repair: repair, log: opts.Logger, known: map[string]bool{}, msgs: map[string][]fsckMsg{}, done: map[string]bool{}}
+}
+
+func (r *fsckRun) rel(path string) string {
+	if rel, err := filepath.Rel(r.p.dir, path); err == nil {
+		return rel
+	}
+	return path
+}
+
+// add records a finding and returns it for the caller to complete.
+func (r *fsckRun) add(kind, severity, path, format string, args ...any) *FsckFinding {
+	f := &FsckFinding{Kind: kind, Severity: severity, Path: r.rel(path), Detail: fmt.Sprintf(format, args...)}
+	r.findings = append(r.findings, f)
+	return f
+}
+
+// result returns the findings by value.
+func (r *fsckRun) result() []FsckFinding {
+	out := make([]FsckFinding, len(r.findings))
+	for i, f := range r.findings {
+		out[i] = *f
+	}
+	return out
+}
+
+// errVanished says the file to repair disappeared meanwhile (a live
+// process consumed or quarantined it).
+var errVanished = errors.New("the file disappeared meanwhile")
+
+// fixed marks f repaired (err nil) or records why the repair failed.
+func (r *fsckRun) fixed(f *FsckFinding, err error, action string) {
+	if errors.Is(err, errVanished) {
+		f.Repaired, f.Action = true, "none needed: the file disappeared meanwhile"
+		return
+	}
+	if err != nil {
+		f.Action = "repair failed: " + err.Error()
+		r.log.Warn("durofs fsck: repair failed", "kind", f.Kind, "path", f.Path, "err", err)
+		return
+	}
+	f.Repaired, f.Action = true, action
+	r.log.Info("durofs fsck: repaired", "kind", f.Kind, "path", f.Path, "action", action)
+}
+
+func (r *fsckRun) ioError(path string, err error) {
+	r.add(FsckIOError, SeverityError, path, "%v", err).Action = "not repairable by fsck"
+}
+
+func (r *fsckRun) nowMs() int64 { return r.now.UnixMilli() }
+
+func ago(now time.Time, ms int64) string {
+	return now.Sub(time.UnixMilli(ms)).Round(time.Second).String()
+}
+
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// scan checks the whole directory once.
+func (r *fsckRun) scan(ctx context.Context) error {
+	r.now = time.Now()
+	if err := r.scanCommits(ctx); err != nil {
+		return err
+	}
+	keys, err := r.p.fs.ReadDirNames(filepath.Join(r.p.dir, "instances"))
+	if err != nil {
+		return fmt.Errorf("durofs fsck: list %s: %w", filepath.Join(r.p.dir, "instances"), err)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if vfs.IsTemp(k) {
+			continue
+		}
+		if fi, err := r.p.fs.Lstat(r.p.instDir(k)); err != nil || !fi.IsDir() || r.done[k] {
+			continue
+		}
+		if err := r.checkInstance(ctx, k); err != nil {
+			return err
+		}
+	}
+	for _, q := range []struct {
+		name string
+		q    *fsqueue.Queue
+	}{{"orchestrator", r.p.orchQ}, {"worker", r.p.workQ}} {
+		if err := r.scanQueue(ctx, q.name, q.q); err != nil {
+			return err
+		}
+	}
+	r.checkUnknownInstances()
+	if err := r.scanSessions(ctx); err != nil {
+		return err
+	}
+	return r.scanTemps(ctx)
+}
+
+// ---------------------------------------------------------------------------
+// Commit records
+
+// scanCommits checks deletion groups and commit records of keys without an
+// instance directory; the others are checked with their instance.
+func (r *fsckRun) scanCommits(ctx context.Context) error {
+	dir := filepath.Join(r.p.dir, "commits")
+	names, err := r.p.fs.ReadDirNames(dir)
+	if err != nil {
+		return fmt.Errorf("durofs fsck: list %s: %w", dir, err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name, ok := strings.CutSuffix(n, ".json")
+		if !ok || strings.HasPrefix(n, ".") {
+			continue // temporary files are checked with the others
+		}
+		r.checked.Commits++
+		if strings.HasPrefix(name, groupPrefix) {
+			if err := r.checkGroup(ctx, name); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := r.p.fs.Lstat(r.p.instDir(name)); vfs.IsNotExist(err) {
+			if err := r.checkInstance(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkGroup checks a deletion group record.
+func (r *fsckRun) checkGroup(ctx context.Context, group string) error {
+	path := r.p.commitPath(group)
+	data, err := r.p.fs.ReadFile(path)
+	if vfs.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		r.ioError(path, err)
+		return nil
+	}
+	var rec commitRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		f := r.add(FsckUnparseable, SeverityError, path, "deletion group record cannot be parsed: %v", err)
+		f.Action = "fsck --repair moves it to quarantine/, which aborts the deletion (its instances are kept)"
+		if r.repair {
+			dest, err := r.quarantineFile(path, fmt.Sprintf("unparseable deletion group record: %v", err))
+			r.fixed(f, err, "moved to "+dest+"; the deletion is aborted and its instances are kept")
+		}
+		return nil
+	}
+	keys := slices.Clone(rec.Keys)
+	sort.Strings(keys)
+	if len(keys) > 0 {
+		// Its deleter holds every instance's flock until it returns: once we
+		// hold the first, a record still there is a dead deleter's.
+		g, err := r.p.leases.Lock(ctx, r.p.lockPath(keys[0]), r.p.leasePath(keys[0]))
+		if err != nil {
+			return fmt.Errorf("durofs fsck: lock %s: %w", keys[0], err)
+		}
+		_, serr := r.p.fs.Lstat(path)
+		g.Unlock()
+		if vfs.IsNotExist(serr) {
+			return nil
+		}
+	}
+	f := r.add(FsckPendingCommit, SeverityWarning, path, "committed deletion of %d instance(s) not finished", len(keys))
+	f.Action = "fsck --repair (or any durofs process's recovery) finishes the deletion"
+	if r.repair {
+		r.fixed(f, r.p.recoverDeleteGroup(ctx, group), "deletion finished")
+	}
+	return nil
+}
+
+func describeCommit(rec *commitRecord) string {
+	switch rec.Kind {
+	case kindPrune:
+		return fmt.Sprintf("prune of executions %v of %q not finished", rec.PruneExecutions, rec.Instance)
+	case kindDeleteIntent:
+		return fmt.Sprintf("delete intent of %q (group %s) not finished", rec.Instance, rec.Group)
+	}
+	return fmt.Sprintf("ack of %q execution %d (fence %d) committed at %s not finished: %d event(s) to append, %d message(s) to publish, %d to delete",
+		rec.Instance, rec.ExecutionID, rec.Fence, fmtMs(rec.CommittedMs), len(rec.History), len(rec.Publish), len(rec.Delete))
+}
+
+// ---------------------------------------------------------------------------
+// Instances
+
+// fsckExec is what one execution directory holds.
+type fsckExec struct {
+	id          uint64
+	recs        []history.Record
+	events      []Event
+	histOK      bool // the history file reads without corruption
+	eventsOK    bool // and every payload decodes
+	state       *executionFile
+	stateExists bool // state.json exists (parseable or not)
+}
+
+// checkInstance checks one instance under its flock.
+func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
+	p := r.p
+	r.done[key] = true
+	if _, err := p.fs.Lstat(p.instDir(key)); vfs.IsNotExist(err) && !r.repair {
+		// Only a commit record: report it without creating the directory
+		// that locking would create.
+		r.checkCommitRecord(ctx, nil, key)
+		return nil
+	}
+	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.ioError(p.lockPath(key), err)
+		return nil
+	}
+	defer g.Unlock()
+	r.checked.Instances++
+	pending := r.checkCommitRecord(ctx, g, key)
+	if pending {
+		r.known[key] = true
+	}
+
+	// The lease.
+	nowMs := r.nowMs()
+	l, exists, err := g.Read()
+	switch {
+	case errors.Is(err, lease.ErrCorrupt):
+		f := r.add(FsckUnparseable, SeverityError, p.leasePath(key), "instance lease cannot be parsed: %s", cause(err, p.leasePath(key)))
+		f.Action = "fsck --repair moves it to quarantine/ (the next fetch starts a fresh lease)"
+		if r.repair {
+			dest, err := r.quarantineFile(p.leasePath(key), fmt.Sprintf("unparseable instance lease: %v", err))
+			r.fixed(f, err, "moved to "+dest+"; the next fetch starts a fresh lease")
+		}
+	case err != nil:
+		r.ioError(p.leasePath(key), err)
+	case exists:
+		r.checked.Leases++
+		if l.Token != "" && !l.HeldAt(nowMs) {
+			r.add(FsckExpiredLease, SeverityInfo, p.leasePath(key), "lease of %q (fence %d) expired at %s, %s ago; the next fetch takes it over",
+				l.Owner, l.Fence, fmtMs(l.ExpiresAtMs), ago(r.now, l.ExpiresAtMs))
+		}
+	}
+
+	// instance.json.
+	ipath := p.instFilePath(key)
+	inf, ierr := p.readInstanceFile(key)
+	var corruptInst *FsckFinding
+	switch {
+	case errors.Is(ierr, ErrCorrupt):
+		corruptInst = r.add(FsckUnparseable, SeverityError, ipath, "instance file cannot be parsed: %s", cause(ierr, ipath))
+		corruptInst.Action = "fsck --repair moves it to quarantine/ and rebuilds it from the executions"
+		r.known[key] = true
+	case ierr != nil:
+		r.ioError(ipath, ierr)
+		return nil
+	case inf != nil:
+		r.known[key] = true
+	}
+
+	// Executions.
+	ids, err := p.listExecutions(key)
+	if err != nil {
+		r.ioError(filepath.Join(p.instDir(key), "executions"), err)
+		return nil
+	}
+	execs := make([]*fsckExec, 0, len(ids))
+	for _, id := range ids {
+		r.known[key] = true
+		execs = append(execs, r.checkExecution(key, id, pending, inf))
+	}
+	if pending {
+		return nil // the redo rewrites the counters; check them afterwards
+	}
+
+	// instance.json against the executions.
+	switch {
+	case corruptInst != nil:
+		nf, err := r.rebuildInstance(key, execs, l.Fence)
+		if err != nil {
+			corruptInst.Action = "not repairable: cannot rebuild it: " + err.Error()
+			break
+		}
+		if r.repair {
+			dest, err := r.quarantineFile(ipath, fmt.Sprintf("unparseable instance file: %v", ierr))
+			if err == nil {
+				err = r.writeJSONFile(ipath, nf)
+			}
+			r.fixed(corruptInst, err, "moved to "+dest+" and rebuilt from the executions")
+		}
+	case inf == nil:
+		var withState []uint64
+		for _, e := range execs {
+			if e.stateExists {
+				withState = append(withState, e.id)
+			}
+		}
+		if len(withState) == 0 {
+			break
+		}
+		f := r.add(FsckCounterDrift, SeverityError, ipath, "instance.json is missing but execution(s) %v have a state.json", withState)
+		f.Action = "fsck --repair rebuilds it from the executions"
+		nf, err := r.rebuildInstance(key, execs, l.Fence)
+		if err != nil {
+			f.Action = "not repairable: cannot rebuild it: " + err.Error()
+			break
+		}
+		if r.repair {
+			r.fixed(f, r.writeJSONFile(ipath, nf), "rebuilt from the executions")
+		}
+	default:
+		r.checkCounters(key, inf, execs)
+	}
+	return nil
+}
+
+// checkCommitRecord checks commits/<key>.json (g nil: unlocked report
+// only) and reports whether a commit is still pending afterwards.
+func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key string) (pending bool) {
+	path := r.p.commitPath(key)
+	data, err := r.p.fs.ReadFile(path)
+	if vfs.IsNotExist(err) {
+		return false
+	}
+	if err != nil {
+		r.ioError(path, err)
+		return true
+	}
+	var rec commitRecord
+	if jerr := json.Unmarshal(data, &rec); jerr != nil {
+		f := r.add(FsckUnparseable, SeverityError, path, "commit record cannot be parsed: %v", jerr)
+		f.Action = "fsck --repair moves it to quarantine/ (the commit it recorded is lost)"
+		if r.repair && g != nil {
+			r.fixed(f, r.p.quarantineCommit(key, data, jerr), "moved to quarantine/ (commit-"+key+"-*.json); the commit it recorded is lost")
+			return !f.Repaired
+		}
+		return true
+	}
+	f := r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(&rec))
+	f.Action = "fsck --repair (or any durofs process's recovery) applies it"
+	if r.repair && g != nil {
+		r.fixed(f, r.p.redoPending(ctx, g, key), "applied")
+		return !f.Repaired
+	}
+	return true
+}
+
+// checkExecution checks one execution's history and state.json (inf, if
+// not nil, is the instance's parsed instance.json).
+func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *instanceFile) *fsckExec {
+	p := r.p
+	r.checked.Executions++
+	e := &fsckExec{id: id}
+	hp := p.historyPath(key, id)
+	log := history.Open(p.fs, hp)
+	scan, err := log.Read()
+	var ce *history.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		r.add(FsckCorruptRecord, SeverityError, hp, "line %d (offset %d): %s; %d valid record(s) before it, nothing after it can be read",
+			ce.Line, ce.Offset, ce.Reason, len(scan.Records)).Action =
+			"not repairable: the line is committed history; look at it (durofs history) and restore it from a backup, or delete the instance"
+	case err != nil:
+		r.ioError(hp, err)
+	default:
+		e.histOK = true
+	}
+	e.recs = scan.Records
+	r.checked.HistoryRecords += len(scan.Records)
+	if e.histOK && scan.TornBytes > 0 && !pending {
+		f := r.add(FsckTornTail, SeverityWarning, hp, "%d byte(s) after the last complete record: an append cut by a crash, never committed", scan.TornBytes)
+		f.Action = "fsck --repair truncates them"
+		if r.repair {
+			n, err := log.Repair()
+			r.fixed(f, err, fmt.Sprintf("truncated %d byte(s)", n))
+		}
+	}
+	e.eventsOK = e.histOK
+	bad := 0
+	var badEvent *FsckFinding
+	for i, rec := range e.recs {
+		var ev Event
+		if err := json.Unmarshal(rec.Payload, &ev); err != nil {
+			if bad == 0 {
+				badEvent = r.add(FsckBadEvent, SeverityError, hp, "record %d (event id %d) has a valid CRC but is not an event: %v", i+1, rec.ID, err)
+				badEvent.Action = "not repairable: the record was written this way"
+			}
+			bad++
+			e.eventsOK = false
+			continue
+		}
+		e.events = append(e.events, ev)
+	}
+	if badEvent != nil && bad > 1 {
+		badEvent.Detail += fmt.Sprintf(" (%d such records)", bad)
+	}
+
+	sp := p.execStatePath(key, id)
+	ef, err := p.readExecutionFile(key, id)
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		e.stateExists = true
+		f := r.add(FsckUnparseable, SeverityError, sp, "execution state cannot be parsed: %s", cause(err, sp))
+		f.Action = "fsck --repair moves it to quarantine/ and rebuilds it from the history"
+		if !e.eventsOK {
+			f.Action = "not repairable: the history it would be rebuilt from is unreadable"
+			break
+		}
+		if r.repair && !pending {
+			nf := rebuildExecution(id, e.recs, e.events, r.nowMs())
+			if inf != nil && inf.CurrentExecutionID == id && inf.Status == nf.Status && inf.CompletedAtMs != nil {
+				// instance.json keeps a copy of the current execution's
+				// completion time, exact where the events' are not.
+				c := *inf.CompletedAtMs
+				nf.CompletedAtMs = &c
+			}
+			dest, qerr := r.quarantineFile(sp, fmt.Sprintf("unparseable execution state: %v", err))
+			if qerr == nil {
+				qerr = r.writeJSONFile(sp, nf)
+			}
+			r.fixed(f, qerr, fmt.Sprintf("moved to %s and rebuilt from the history (status %s, %d events)", dest, nf.Status, nf.EventCount))
+			if qerr == nil {
+				e.state = nf
+			}
+		}
+	case err != nil:
+		e.stateExists = true
+		r.ioError(sp, err)
+	case ef != nil:
+		e.stateExists, e.state = true, ef
+		if pending || !e.histOK {
+			break
+		}
+		var diffs []string
+		if ef.EventCount != uint64(len(e.recs)) {
+			diffs = append(diffs, fmt.Sprintf("event_count is %d but history.jsonl holds %d records", ef.EventCount, len(e.recs)))
+		}
+		if ef.ExecutionID != id {
+			diffs = append(diffs, fmt.Sprintf("execution_id is %d in directory %d", ef.ExecutionID, id))
+		}
+		if len(diffs) == 0 {
+			break
+		}
+		f := r.add(FsckCounterDrift, SeverityError, sp, "%s", strings.Join(diffs, "; "))
+		f.Action = "fsck --repair rewrites it from the history"
+		if r.repair {
+			nf := *ef
+			nf.EventCount, nf.ExecutionID = uint64(len(e.recs)), id
+			err := r.writeJSONFile(sp, &nf)
+			r.fixed(f, err, "rewritten")
+			if err == nil {
+				e.state = &nf
+			}
+		}
+	}
+	return e
+}
+
+// checkCounters compares instance.json's summary with the executions.
+func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec) {
+	want := *inf
+	var total uint64
+	allOK := true
+	want.Executions = nil
+	byID := map[uint64]*fsckExec{}
+	for _, e := range execs {
+		byID[e.id] = e
+		if e.stateExists {
+			want.Executions = append(want.Executions, e.id)
+		}
+		total += uint64(len(e.recs))
+		allOK = allOK && e.histOK
+	}
+	var diffs []string
+	if !slices.Equal(slices.Sorted(slices.Values(inf.Executions)), want.Executions) {
+		diffs = append(diffs, fmt.Sprintf("executions is %v but %v have a state.json", inf.Executions, want.Executions))
+	} else {
+		want.Executions = inf.Executions
+	}
+	if n := len(want.Executions); n > 0 && inf.CurrentExecutionID < want.Executions[n-1] {
+		want.CurrentExecutionID = want.Executions[n-1]
+		diffs = append(diffs, fmt.Sprintf("current_execution_id is %d but execution %d has a state.json", inf.CurrentExecutionID, want.CurrentExecutionID))
+	}
+	if allOK && inf.TotalEvents != total {
+		want.TotalEvents = total
+		diffs = append(diffs, fmt.Sprintf("total_events is %d but the histories hold %d records", inf.TotalEvents, total))
+	}
+	if cur := byID[want.CurrentExecutionID]; cur != nil && cur.state != nil {
+		if inf.Status != cur.state.Status {
+			want.Status = cur.state.Status
+			diffs = append(diffs, fmt.Sprintf("status is %q but execution %d's state.json says %q", inf.Status, cur.id, cur.state.Status))
+		}
+		if !equalPtr(inf.CompletedAtMs, cur.state.CompletedAtMs) {
+			want.CompletedAtMs = cur.state.CompletedAtMs
+			diffs = append(diffs, fmt.Sprintf("completed_at_ms is %s but execution %d's state.json says %s", ptrStr(inf.CompletedAtMs), cur.id, ptrStr(cur.state.CompletedAtMs)))
+		}
+	}
+	if len(diffs) == 0 {
+		return
+	}
+	path := r.p.instFilePath(key)
+	f := r.add(FsckCounterDrift, SeverityError, path, "%s", strings.Join(diffs, "; "))
+	f.Action = "fsck --repair rewrites the counters from the files"
+	if r.repair {
+		r.fixed(f, r.writeJSONFile(path, &want), "rewritten")
+	}
+}
+
+// cause is err's message without the path and sentinel prefixes the
+// readers put in front (the finding names the file already).
+func cause(err error, path string) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, path+": "); i >= 0 {
+		msg = msg[i+len(path)+2:]
+	}
+	return strings.TrimPrefix(msg, ErrCorrupt.Error()+": ")
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func ptrStr(v *int64) string {
+	if v == nil {
+		return "null"
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+// rebuildExecution reconstructs an execution's state.json from its history.
+func rebuildExecution(id uint64, recs []history.Record, events []Event, nowMs int64) *executionFile {
+	ef := &executionFile{ExecutionID: id, Status: "Running", EventCount: uint64(len(recs))}
+	for _, ev := range events {
+		ts := int64(ev.TimestampMs)
+		var out string
+		terminal := ""
+		switch k := ev.Kind.(type) {
+		case OrchestrationStarted:
+			if ef.StartedAtMs == 0 {
+				ef.StartedAtMs = ts
+			}
+			if v, err := ParseSemVer(ev.DuroxideVersion); err == nil && ef.Pinned == nil {
+				s := v.String()
+				ef.Pinned = &s
+			}
+		case OrchestrationCompleted:
+			terminal, out = "Completed", k.Output
+		case OrchestrationFailed:
+			terminal = "Failed"
+			if k.Details != nil {
+				out = k.Details.DisplayMessage()
+			}
+		case OrchestrationContinuedAsNew:
+			terminal, out = "ContinuedAsNew", k.Input
+		}
+		if terminal != "" {
+			o, c := out, ts
+			ef.Status, ef.Output, ef.CompletedAtMs = terminal, &o, &c
+		}
+	}
+	if ef.StartedAtMs == 0 {
+		ef.StartedAtMs = nowMs
+	}
+	return ef
+}
+
+// rebuildInstance reconstructs instance.json from the executions: the id
+// from the key or the events, the record from the OrchestrationStarted
+// events (name and version of the latest, parent of the first), custom
+// status from the last CustomStatusUpdated (its version is the number of
+// such events, at least the number of acks that carried one unless
+// executions were pruned), counters from the files, and a last fence no
+// lower than any record's or the lease's.
+func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint64) (*instanceFile, error) {
+	id, err := decodeKey(key)
+	for _, e := range execs {
+		if !e.eventsOK {
+			return nil, fmt.Errorf("the history of execution %d is unreadable", e.id)
+		}
+		if err != nil && len(e.events) > 0 && e.events[0].InstanceID != "" {
+			id, err = e.events[0].InstanceID, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the instance id of hashed key %s is in no event", key)
+	}
+	nf := &instanceFile{Instance: id, LastFence: leaseFence}
+	var first, latest *OrchestrationStarted
+	var custom *string
+	var customN uint64
+	var created, updated int64
+	for _, e := range execs {
+		if e.stateExists && e.state != nil {
+			nf.Executions = append(nf.Executions, e.id)
+			if s := e.state.StartedAtMs; s > 0 && (created == 0 || s < created) {
+				created = s
+			}
+			updated = max(updated, e.state.StartedAtMs)
+			if e.state.CompletedAtMs != nil {
+				updated = max(updated, *e.state.CompletedAtMs)
+			}
+		}
+		nf.TotalEvents += uint64(len(e.recs))
+		for _, rec := range e.recs {
+			nf.LastFence = max(nf.LastFence, rec.Epoch)
+		}
+		for _, ev := range e.events {
+			updated = max(updated, int64(ev.TimestampMs))
+			switch k := ev.Kind.(type) {
+			case OrchestrationStarted:
+				s := k
+				if first == nil {
+					first = &s
+				}
+				latest = &s
+				if created == 0 {
+					created = int64(ev.TimestampMs)
+				}
+			case CustomStatusUpdated:
+				custom, customN = k.Status, customN+1
+			}
+		}
+		nf.CurrentExecutionID = max(nf.CurrentExecutionID, e.id)
+	}
+	if n := len(nf.Executions); n > 0 {
+		nf.CurrentExecutionID = nf.Executions[n-1]
+	}
+	for _, e := range execs {
+		if e.id == nf.CurrentExecutionID && e.state != nil {
+			nf.Status, nf.CompletedAtMs = e.state.Status, e.state.CompletedAtMs
+		}
+	}
+	if updated == 0 {
+		updated = r.nowMs()
+	}
+	nf.UpdatedAtMs = updated
+	if latest != nil {
+		v := latest.Version
+		nf.Record = &instanceRecord{
+			OrchestrationName: latest.Name, OrchestrationVersion: &v, ParentInstanceID: first.ParentInstance,
+			CustomStatus: custom, CustomStatusVersion: customN, CreatedAtMs: created, UpdatedAtMs: updated,
+		}
+	}
+	return nf, nil
+}
+
+// writeJSONFile atomically replaces path with v (temp file, fsync, rename,
+// directory fsync).
+func (r *fsckRun) writeJSONFile(path string, v any) error {
+	data, err := jsonMarshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return r.p.writeFile(path, data)
+}
+
+// quarantineFile moves path into quarantine/ beside a .reason file and
+// returns the new path relative to the directory. The reason is written
+// first, so a crash leaves at worst a .reason file without its file (and
+// the original in place, to be quarantined again).
+func (r *fsckRun) quarantineFile(path, reason string) (string, error) {
+	p := r.p
+	rel := r.rel(path)
+	base := strings.ReplaceAll(filepath.ToSlash(rel), "/", "__")
+	if len(base) > 160 {
+		sum := sha256.Sum256([]byte(base))
+		base = base[:100] + "~" + hex.EncodeToString(sum[:8])
+	}
+	name := base + "-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	qdir := filepath.Join(p.dir, "quarantine")
+	if err := p.mkdirDurable(qdir); err != nil {
+		return "", fmt.Errorf("create %s: %w", qdir, err)
+	}
+	dest := filepath.Join(qdir, name)
+	text := fmt.Sprintf("path: %s\nreason: %s\nquarantined_at: %s\nby: durofs fsck --repair (pid %d)\n",
+		filepath.ToSlash(rel), reason, time.Now().UTC().Format(time.RFC3339), os.Getpid())
+	if err := p.writeFile(dest+".reason", []byte(text)); err != nil {
+		return "", err
+	}
+	if err := p.fs.Rename(path, dest); err != nil {
+		_ = p.fs.Remove(dest + ".reason")
+		if vfs.IsNotExist(err) {
+			return "", errVanished
+		}
+		return "", fmt.Errorf("move %s to %s: %w", path, dest, err)
+	}
+	if err := p.fs.SyncDir(qdir); err != nil {
+		return "", fmt.Errorf("sync %s: %w", qdir, err)
+	}
+	if err := p.fs.SyncDir(filepath.Dir(path)); err != nil {
+		return "", fmt.Errorf("sync %s: %w", filepath.Dir(path), err)
+	}
+	return filepath.ToSlash(filepath.Join("quarantine", name)), nil
+}
+
+// ---------------------------------------------------------------------------
+// Queues
+
+// scanQueue checks a queue's messages, staged messages and claims.
+func (r *fsckRun) scanQueue(ctx context.Context, qname string, q *fsqueue.Queue) error {
+	dir := q.Dir()
+	names, err := r.p.fs.ReadDirNames(dir)
+	if err != nil {
+		return fmt.Errorf("durofs fsck: list %s: %w", dir, err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if rest, ok := strings.CutPrefix(n, ".staged-"); ok {
+			if name, ok := strings.CutSuffix(rest, ".json"); ok && validMessageName(name) {
+				if err := r.checkStaged(ctx, qname, q, name); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		name, ok := strings.CutSuffix(n, ".json")
+		if !ok || !validMessageName(name) {
+			continue
+		}
+		r.checkMessage(ctx, qname, q, name)
+	}
+	claims, err := q.Claims()
+	if err != nil {
+		return fmt.Errorf("durofs fsck: %w", err)
+	}
+	for _, name := range claims {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.checkClaim(ctx, qname, q, name)
+	}
+	return nil
+}
+
+// validMessageName reports whether s is a canonical ULID (a message name).
+func validMessageName(s string) bool {
+	if len(s) != 26 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z') || c == 'I' || c == 'L' || c == 'O' || c == 'U' {
+			return false
+		}
+	}
+	return s[0] <= '7'
+}
+
+// parseMessage parses a message file and its work item.
+func parseMessage(data []byte, name string) (fsqueue.Message, WorkItem, error) {
+	var m fsqueue.Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, nil, err
+	}
+	if m.Name != name {
+		return m, nil, fmt.Errorf("the file names message %q", m.Name)
+	}
+	w, err := UnmarshalWorkItem(m.Payload)
+	if err != nil {
+		return m, nil, fmt.Errorf("payload is not a work item: %w", err)
+	}
+	return m, w, nil
+}
+
+// checkMessage parses one published message.
+func (r *fsckRun) checkMessage(ctx context.Context, qname string, q *fsqueue.Queue, name string) {
+	path := filepath.Join(q.Dir(), name+".json")
+	data, err := r.p.fs.ReadFile(path)
+	if vfs.IsNotExist(err) {
+		return // consumed meanwhile
+	}
+	if err != nil {
+		r.ioError(path, err)
+		return
+	}
+	r.checked.Messages++
+	m, w, err := parseMessage(data, name)
+	if err == nil {
+		key := m.Attrs[attrKey]
+		if key == "" {
+			key = instanceKey(TargetInstance(w))
+		}
+		r.msgs[key] = append(r.msgs[key], fsckMsg{queue: qname, name: name, kind: w.Kind(), instance: TargetInstance(w), enqueuedAtMs: m.EnqueuedAtMs})
+		return
+	}
+	f := r.add(FsckUnparseable, SeverityError, path, "%s message cannot be used: %v", qname, err)
+	f.Action = "fsck --repair moves it to quarantine/"
+	if !r.repair {
+		return
+	}
+	reason := fmt.Sprintf("unusable %s message: %v", qname, err)
+	if qname != "worker" {
+		// Never in a batch (no fetch can index it), and only an instance's
+		// commit deletes orchestrator messages: nobody else touches it.
+		dest, err := r.quarantineFile(path, reason)
+		r.fixed(f, err, "moved to "+dest)
+		return
+	}
+	var dest string
+	err = q.WithClaim(ctx, name, func(*fsqueue.ClaimGuard) error {
+		var err error
+		if dest, err = r.quarantineFile(path, reason); err != nil {
+			return err
+		}
+		if err := q.DeleteClaim(name); err != nil {
+			return err
+		}
+		return q.SyncClaimsDir()
+	})
+	r.fixed(f, err, "moved to "+dest)
+}
+
+// stagedNamedByCommit reports whether a pending commit record or an acked
+// claim names the staged message name (read without locks: used only to
+// keep a damaged staged file, never to remove one).
+func (r *fsckRun) stagedNamedByCommit(name string) bool {
+	if pcs, err := r.p.PendingCommits(context.Background()); err == nil {
+		for _, pc := range pcs {
+			var rec commitRecord
+			if ok, err := r.p.readJSON(pc.Path, &rec); err == nil && ok &&
+				slices.ContainsFunc(rec.Publish, func(q queueRef) bool { return q.Name == name }) {
+				return true
+			}
+		}
+	}
+	claims, _ := r.p.workQ.Claims()
+	for _, c := range claims {
+		data, err := r.p.fs.ReadFile(filepath.Join(r.p.workQ.Dir(), "claims", c+".json"))
+		var cl fsqueue.Claim
+		var d workAckData
+		if err == nil && json.Unmarshal(data, &cl) == nil && json.Unmarshal(cl.Data, &d) == nil && d.Completion == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkStaged checks one staged message: one older than MinAge is an orphan
+// unless a pending commit names it, decided under the lock its writer held
+// (as Recover's sweep does).
+func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queue, name string) error {
+	p := r.p
+	path := filepath.Join(q.Dir(), ".staged-"+name+".json")
+	fi, err := p.fs.Lstat(path)
+	if err != nil {
+		return nil // published or removed meanwhile
+	}
+	r.checked.Staged++
+	age := r.now.Sub(fi.ModTime())
+	if age < r.opts.MinAge {
+		return nil
+	}
+	m, err := q.ReadStaged(name)
+	if errors.Is(err, fsqueue.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		f := r.add(FsckUnparseable, SeverityError, path, "staged message cannot be parsed: %v", err)
+		f.Action = "fsck --repair moves it to quarantine/ unless a pending commit names it"
+		if r.stagedNamedByCommit(name) {
+			f.Action = "not repairable: a pending commit names it and will publish it"
+		} else if r.repair {
+			dest, err := r.quarantineFile(path, fmt.Sprintf("unparseable staged message: %v", err))
+			r.fixed(f, err, "moved to "+dest)
+		}
+		return nil
+	}
+	orphan := func(detail string) error {
+		f := r.add(FsckStagedOrphan, SeverityWarning, path, "staged %s message %s old %s", qname, age.Round(time.Second), detail)
+		f.Action = "fsck --repair (or any durofs process's recovery) removes it"
+		if r.repair {
+			r.fixed(f, p.removeStaged(q, name), "removed")
+		}
+		return nil
+	}
+	src := m.Attrs[attrSource]
+	if item, ok := strings.CutPrefix(src, "w:"); ok {
+		err := p.workQ.WithClaim(ctx, item, func(g *fsqueue.ClaimGuard) error {
+			c, exists, err := g.Read()
+			if err != nil {
+				return nil // an unparseable claim is reported by its own check
+			}
+			var data workAckData
+			if exists && c.State == claimStateAcked {
+				_ = json.Unmarshal(c.Data, &data)
+			}
+			if data.Completion == name {
+				return nil // a pending work ack publishes it
+			}
+			return orphan(fmt.Sprintf("by an ack of work item %s that never committed", item))
+		})
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			r.ioError(path, err)
+		}
+		return nil
+	}
+	if src == "" {
+		return orphan("that names no source commit")
+	}
+	if _, err := p.fs.Lstat(p.instDir(src)); vfs.IsNotExist(err) {
+		if _, err := p.fs.Lstat(p.commitPath(src)); vfs.IsNotExist(err) {
+			return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
+		}
+		if !r.repair {
+			return nil // a pending commit of an instance without a directory
+		}
+	}
+	g, err := p.leases.Lock(ctx, p.lockPath(src), p.leasePath(src))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.ioError(p.lockPath(src), err)
+		return nil
+	}
+	defer g.Unlock()
+	var rec commitRecord
+	exists, err := p.readJSON(p.commitPath(src), &rec)
+	if err != nil {
+		return nil // an unparseable or unreadable record is reported with its instance
+	}
+	if exists && slices.ContainsFunc(rec.Publish, func(q queueRef) bool { return q.Name == name }) {
+		return nil // committed: the redo publishes it
+	}
+	return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
+}
+
+// checkClaim checks one claim under its shard lock.
+func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue, name string) {
+	path := filepath.Join(q.Dir(), "claims", name+".json")
+	err := q.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+		data, err := r.p.fs.ReadFile(path)
+		if vfs.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			r.ioError(path, err)
+			return nil
+		}
+		r.checked.Claims++
+		var c fsqueue.Claim
+		if err := json.Unmarshal(data, &c); err != nil {
+			f := r.add(FsckUnparseable, SeverityError, path, "claim cannot be parsed: %v", err)
+			f.Action = "fsck --repair moves it to quarantine/ (the item, if still queued, is delivered again)"
+			if r.repair {
+				dest, err := r.quarantineFile(path, fmt.Sprintf("unparseable claim: %v", err))
+				r.fixed(f, err, "moved to "+dest+"; the item, if still queued, is delivered again")
+			}
+			return nil
+		}
+		msgExists, err := g.MessageExists()
+		if err != nil {
+			r.ioError(path, err)
+			return nil
+		}
+		_, serr := r.p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+name+".json"))
+		switch {
+		case c.State != "" && qname == "worker":
+			var data workAckData
+			_ = json.Unmarshal(c.Data, &data)
+			f := r.add(FsckPendingCommit, SeverityWarning, path, "work item ack committed (claim state %q) but not finished", c.State)
+			if data.Completion != "" {
+				f.Detail += "; completion " + data.Completion + " to publish"
+			}
+			f.Action = "fsck --repair (or any durofs process's recovery) finishes it"
+			if r.repair {
+				r.fixed(f, r.p.finishWorkAck(name, data), "finished: completion published, item and claim deleted")
+			}
+		case !msgExists && vfs.IsNotExist(serr):
+			f := r.add(FsckOrphanClaim, SeverityWarning, path, "claim of a %s message that no longer exists", qname)
+			f.Action = "fsck --repair (or any durofs process's sweep) removes it"
+			if r.repair {
+				err := q.DeleteClaim(name)
+				if err == nil {
+					err = q.SyncClaimsDir()
+				}
+				r.fixed(f, err, "removed")
+			}
+		case c.Token != "" && c.LockedUntilMs <= r.nowMs():
+			r.add(FsckExpiredLease, SeverityInfo, path, "claim of %q (attempt %d) expired at %s, %s ago; the next fetch delivers the item again",
+				c.Owner, c.Attempt, fmtMs(c.LockedUntilMs), ago(r.now, c.LockedUntilMs))
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		r.ioError(path, err)
+	}
+}
+
+// checkUnknownInstances reports queued messages of instances that do not
+// exist and are not about to.
+func (r *fsckRun) checkUnknownInstances() {
+	keys := make([]string, 0, len(r.msgs))
+	for k := range r.msgs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if r.known[k] {
+			continue
+		}
+		msgs := r.msgs[k]
+		if slices.ContainsFunc(msgs, func(m fsckMsg) bool { return m.kind == "StartOrchestration" || m.kind == "ContinueAsNew" }) {
+			continue
+		}
+		// Created since the instance pass?
+		if _, err := r.p.fs.Lstat(r.p.instFilePath(k)); err == nil {
+			continue
+		}
+		if ids, err := r.p.listExecutions(k); err == nil && len(ids) > 0 {
+			continue
+		}
+		oldest := msgs[0].enqueuedAtMs
+		kinds := map[string]int{}
+		for _, m := range msgs {
+			oldest = min(oldest, m.enqueuedAtMs)
+			kinds[m.queue+" "+m.kind]++
+		}
+		var parts []string
+		for kk, n := range kinds {
+			parts = append(parts, fmt.Sprintf("%d %s", n, kk))
+		}
+		sort.Strings(parts)
+		sev := SeverityInfo
+		if r.now.Sub(time.UnixMilli(oldest)) >= r.opts.StaleAfter {
+			sev = SeverityWarning
+		}
+		m0 := msgs[0]
+		f := r.add(FsckUnknownInstance, sev, filepath.Join(r.p.dir, "queues", m0.queue, m0.name+".json"),
+			"message(s) for instance %q, which has no instance.json, no history and no queued start: %s; oldest enqueued %s ago",
+			m0.instance, strings.Join(parts, ", "), ago(r.now, oldest))
+		f.Action = fmt.Sprintf("not repaired by fsck; if the instance is gone for good: durofs delete %s --force", shellQuote(m0.instance))
+	}
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:@", c))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ---------------------------------------------------------------------------
+// Sessions, temporary files
+
+func (r *fsckRun) scanSessions(ctx context.Context) error {
+	dir := filepath.Join(r.p.dir, "sessions")
+	names, err := r.p.fs.ReadDirNames(dir)
+	if vfs.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("durofs fsck: list %s: %w", dir, err)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		k, ok := strings.CutSuffix(n, ".json")
+		if !ok || vfs.IsTemp(n) {
+			continue
+		}
+		path := filepath.Join(dir, n)
+		g, err := r.p.leases.Lock(ctx, filepath.Join(dir, k+".lock"), path)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.ioError(path, err)
+			continue
+		}
+		l, exists, err := g.Read()
+		switch {
+		case errors.Is(err, lease.ErrCorrupt):
+			f := r.add(FsckUnparseable, SeverityError, path, "session row cannot be parsed: %s", cause(err, path))
+			f.Action = "fsck --repair moves it to quarantine/ (the session is free again)"
+			if r.repair {
+				dest, err := r.quarantineFile(path, fmt.Sprintf("unparseable session row: %v", err))
+				r.fixed(f, err, "moved to "+dest+"; the session is free again")
+			}
+		case err != nil:
+			r.ioError(path, err)
+		case exists:
+			r.checked.Sessions++
+			if l.Token != "" && !l.HeldAt(r.nowMs()) {
+				var sd sessionData
+				_ = json.Unmarshal(l.Data, &sd)
+				r.add(FsckExpiredLease, SeverityInfo, path, "session %q of owner %q expired at %s, %s ago; cleanup_orphaned_sessions removes it once no work item references it",
+					sd.SessionID, l.Owner, fmtMs(l.ExpiresAtMs), ago(r.now, l.ExpiresAtMs))
+			}
+		}
+		g.Unlock()
+	}
+	return nil
+}
+
+// scanTemps reports temporary files older than MinAge anywhere in the
+// directory, and counts quarantined files.
+func (r *fsckRun) scanTemps(ctx context.Context) error {
+	qdir := filepath.Join(r.p.dir, "quarantine")
+	return r.p.walk(ctx, r.p.dir, func(path string, fi os.FileInfo) error {
+		if fi.IsDir() {
+			return nil
+		}
+		if filepath.Dir(path) == qdir && !vfs.IsTemp(fi.Name()) && !strings.HasSuffix(fi.Name(), ".reason") {
+			r.checked.Quarantined++
+		}
+		if !vfs.IsTemp(fi.Name()) {
+			return nil
+		}
+		r.checked.TempFiles++
+		age := r.now.Sub(fi.ModTime())
+		if age < r.opts.MinAge {
+			return nil
+		}
+		f := r.add(FsckTempFile, SeverityWarning, path, "temporary file of an interrupted write, %s old", age.Round(time.Second))
+		f.Action = "fsck --repair removes it"
+		if r.repair {
+			err := r.p.fs.Remove(path)
+			if vfs.IsNotExist(err) {
+				err = nil
+			}
+			if err == nil {
+				err = r.p.fs.SyncDir(filepath.Dir(path))
+			}
+			r.fixed(f, err, "removed")
+		}
+		return nil
+	})
+}

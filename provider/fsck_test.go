@@ -1,0 +1,273 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durofs/durofs/fsqueue"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// completeForFsck runs one turn of inst that completes it.
+func completeForFsck(t *testing.T, p *FSProvider, inst string) {
+	t.Helper()
+	ctx := context.Background()
+	v := "1.0.0"
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, StartOrchestration{Instance: inst, Orchestration: "TestOrch", Input: "{}", Version: &v, ExecutionID: 1}, 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != inst {
+		t.Fatalf("fetch %s: %+v %v", inst, it, err)
+	}
+	st, out := "Completed", `"ok"`
+	m := md("TestOrch", "1.0.0")
+	m.Status, m.Output = &st, &out
+	s := started(inst)
+	done := Event{EventID: 2, InstanceID: inst, ExecutionID: 1, TimestampMs: s.TimestampMs, DuroxideVersion: "0.1.26", Kind: OrchestrationCompleted{Output: out}}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{s, done}, nil, nil, m, nil))
+}
+
+func fsckT(t *testing.T, dir string, repair bool) FsckReport {
+	t.Helper()
+	rep, err := Fsck(context.Background(), dir, FsckOptions{Repair: repair, Logger: quietLog})
+	if err != nil {
+		t.Fatalf("Fsck(repair=%v): %v", repair, err)
+	}
+	return rep
+}
+
+func findingOf(rep FsckReport, kind, pathSuffix string) *FsckFinding {
+	for i, f := range rep.Findings {
+		if f.Kind == kind && strings.HasSuffix(filepath.ToSlash(f.Path), pathSuffix) {
+			return &rep.Findings[i]
+		}
+	}
+	return nil
+}
+
+// TestFsckKinds damages a directory in one way per case, checks that Fsck
+// reports it (and only it, besides information) and, for repairable kinds,
+// that a repair leaves a clean directory.
+func TestFsckKinds(t *testing.T) {
+	longID := strings.Repeat("Long-Instance-Id/", 20) // hashed key
+	cases := []struct {
+		name       string
+		damage     func(t *testing.T, p *FSProvider, dir string)
+		kind, path string
+		severity   string
+		repairable bool
+		check      func(t *testing.T, p *FSProvider) // after the repair
+	}{
+		{
+			name: "orphan claim",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				ctx := context.Background()
+				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 7, Name: "A"}))
+				w, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, DefaultOnlyTags())
+				if err != nil || w == nil {
+					t.Fatalf("fetch work: %v", err)
+				}
+				name, _ := fsqueue.NameFromToken(strings.TrimPrefix(w.LockToken, workTokenPrefix))
+				mustNoErr(t, os.Remove(filepath.Join(dir, "queues", "worker", name+".json")))
+			},
+			kind: FsckOrphanClaim, path: ".json", severity: SeverityWarning, repairable: true,
+		},
+		{
+			name: "acked claim (a work ack not finished)",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				ctx := context.Background()
+				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 7, Name: "A"}))
+				w, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, DefaultOnlyTags())
+				if err != nil || w == nil {
+					t.Fatalf("fetch work: %v", err)
+				}
+				name, _ := fsqueue.NameFromToken(strings.TrimPrefix(w.LockToken, workTokenPrefix))
+				path := filepath.Join(dir, "queues", "worker", "claims", name+".json")
+				var c fsqueue.Claim
+				data, _ := os.ReadFile(path)
+				mustNoErr(t, json.Unmarshal(data, &c))
+				c.State, c.Data = claimStateAcked, json.RawMessage(`{}`)
+				data, _ = json.Marshal(c)
+				mustNoErr(t, os.WriteFile(path, data, 0o600))
+			},
+			kind: FsckPendingCommit, path: ".json", severity: SeverityWarning, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				if e, _ := p.workQ.List(); len(e) != 0 {
+					t.Errorf("the acked item is still queued: %v", e)
+				}
+			},
+		},
+		{
+			name: "unparseable session row",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				mustNoErr(t, os.MkdirAll(filepath.Join(dir, "sessions"), 0o700))
+				mustNoErr(t, os.WriteFile(filepath.Join(dir, "sessions", "s1.json"), []byte("[]"), 0o600))
+			},
+			kind: FsckUnparseable, path: "sessions/s1.json", severity: SeverityError, repairable: true,
+		},
+		{
+			name: "unparseable commit record",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				mustNoErr(t, os.WriteFile(p.commitPath("a"), []byte(`{"format":`), 0o600))
+			},
+			kind: FsckUnparseable, path: "commits/a.json", severity: SeverityError, repairable: true,
+		},
+		{
+			name: "unparseable deletion group",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				mustNoErr(t, os.WriteFile(p.commitPath(groupPrefix+"x"), []byte(`{`), 0o600))
+			},
+			kind: FsckUnparseable, path: "commits/~del-x.json", severity: SeverityError, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				if f, _ := p.readInstanceFile("a"); f == nil {
+					t.Error("quarantining a group record deleted an instance")
+				}
+			},
+		},
+		{
+			name: "committed deletion with its intent pending",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				group := groupPrefix + "g1"
+				intent, _ := jsonMarshal(commitRecord{Format: commitFormat, Kind: kindDeleteIntent, Key: "a", Instance: "a", Group: group})
+				mustNoErr(t, os.WriteFile(p.commitPath("a"), intent, 0o600))
+				grec, _ := jsonMarshal(commitRecord{Format: commitFormat, Kind: kindDeleteGroup, Keys: []string{"a"}})
+				mustNoErr(t, os.WriteFile(p.commitPath(group), grec, 0o600))
+			},
+			kind: FsckPendingCommit, path: "commits/~del-g1.json", severity: SeverityWarning, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				if f, _ := p.readInstanceFile("a"); f != nil {
+					t.Error("the committed deletion of a was not applied")
+				}
+			},
+		},
+		{
+			name: "stale message for an unknown instance",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				old := time.Now().Add(-3 * time.Hour).UnixMilli()
+				m, err := p.orchMessage(ExternalRaised{Instance: "ghost", Name: "e", Data: "1"}, old, old, "")
+				mustNoErr(t, err)
+				_, err = p.orchQ.Enqueue(m)
+				mustNoErr(t, err)
+			},
+			kind: FsckUnknownInstance, path: ".json", severity: SeverityWarning, repairable: false,
+		},
+		{
+			name: "missing instance.json",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				mustNoErr(t, os.Remove(p.instFilePath("a")))
+			},
+			kind: FsckCounterDrift, path: "instances/a/instance.json", severity: SeverityError, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				info, err := p.GetInstanceInfo(context.Background(), "a")
+				if err != nil || info.OrchestrationName != "TestOrch" || info.Status != "Completed" {
+					t.Errorf("rebuilt instance: %+v, %v", info, err)
+				}
+			},
+		},
+		{
+			name: "unparseable instance.json of a hashed key",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				completeForFsck(t, p, longID)
+				mustNoErr(t, os.WriteFile(p.instFilePath(instanceKey(longID)), []byte("{"), 0o600))
+			},
+			kind: FsckUnparseable, path: "/instance.json", severity: SeverityError, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				info, err := p.GetInstanceInfo(context.Background(), longID)
+				if err != nil || info.InstanceID != longID || info.Status != "Completed" {
+					t.Errorf("rebuilt instance: %+v, %v", info, err)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
+			completeForFsck(t, p, "a")
+			if rep := fsckT(t, dir, false); !rep.Clean() || len(rep.Findings) != 0 {
+				t.Fatalf("fresh directory: %+v", rep.Findings)
+			}
+			c.damage(t, p, dir)
+			rep := fsckT(t, dir, false)
+			f := findingOf(rep, c.kind, c.path)
+			if f == nil || f.Severity != c.severity || f.Repaired {
+				t.Fatalf("no unrepaired %s %s finding for %s: %+v", c.severity, c.kind, c.path, rep.Findings)
+			}
+			for _, g := range rep.Findings {
+				if g.Kind != c.kind && g.Severity != SeverityInfo {
+					t.Errorf("unexpected finding: %+v", g)
+				}
+			}
+			rep = fsckT(t, dir, true)
+			if f := findingOf(rep, c.kind, c.path); f == nil || f.Repaired != c.repairable {
+				t.Fatalf("repair: %+v", rep.Findings)
+			}
+			after := fsckT(t, dir, false)
+			if c.repairable && !after.Clean() {
+				t.Errorf("after repair: %+v", after.Remaining())
+			}
+			if !c.repairable && findingOf(after, c.kind, c.path) == nil {
+				t.Errorf("an unrepairable finding vanished: %+v", after.Findings)
+			}
+			if c.check != nil {
+				p2 := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
+				c.check(t, p2)
+			}
+		})
+	}
+}
+
+func TestFsckFormat(t *testing.T) {
+	if _, err := Fsck(context.Background(), t.TempDir(), FsckOptions{Logger: quietLog}); !errors.Is(err, ErrNotDurofsDir) {
+		t.Errorf("Fsck of an empty directory: %v", err)
+	}
+	dir := t.TempDir()
+	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
+	_ = p.Close()
+	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":2}`), 0o600))
+	rep := fsckT(t, dir, true)
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != FsckFormat || rep.Findings[0].Repaired || rep.Clean() {
+		t.Errorf("FORMAT version 2: %+v", rep)
+	}
+	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":1}`), 0o600))
+	mustNoErr(t, os.WriteFile(filepath.Join(dir, "queues", "worker", "fsqueue.json"), []byte(`{"shards":`), 0o600))
+	rep = fsckT(t, dir, false)
+	if f := findingOf(rep, FsckFormat, "queues/worker/fsqueue.json"); f == nil {
+		t.Errorf("corrupt fsqueue.json: %+v", rep)
+	}
+}
+
+// TestFsckReadOnlyOpen checks that OpenReadOnly and a check without repair
+// leave a pending commit in place.
+func TestFsckReadOnlyOpen(t *testing.T) {
+	dir := t.TempDir()
+	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
+	completeForFsck(t, p, "a")
+	rec, _ := jsonMarshal(commitRecord{Format: commitFormat, Instance: "a", Key: "a", ExecutionID: 1, HistoryBase: 2})
+	mustNoErr(t, os.WriteFile(p.commitPath("a"), rec, 0o600))
+	ro, err := OpenReadOnly(dir, Options{Logger: quietLog})
+	mustNoErr(t, err)
+	defer ro.Close()
+	d, err := ro.InstanceDetail(context.Background(), "a")
+	mustNoErr(t, err)
+	if d.PendingCommit == nil || d.PendingCommit.Kind != "ack" || d.Status != "Completed" || len(d.ExecutionDetails) != 1 {
+		t.Errorf("InstanceDetail: %+v", d)
+	}
+	if rep := fsckT(t, dir, false); findingOf(rep, FsckPendingCommit, "commits/a.json") == nil {
+		t.Errorf("pending commit not reported: %+v", rep.Findings)
+	}
+	if _, err := os.Stat(p.commitPath("a")); err != nil {
+		t.Errorf("a read-only check removed the commit record: %v", err)
+	}
+	if _, err := OpenReadOnly(t.TempDir(), Options{}); !errors.Is(err, ErrNotDurofsDir) {
+		t.Errorf("OpenReadOnly of an empty directory: %v", err)
+	}
+}

@@ -1,0 +1,127 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durofs/durofs/scripts/crashtest/oracle"
+)
+
+// TestMain lets the test binary serve as the workers: the supervisor
+// re-executes its own binary with workerEnv set.
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// syncBuffer is a bytes.Buffer safe for the supervisor's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runForTest runs the suite with cfg, the test binary as the workers.
+func runForTest(t *testing.T, cfg config) *result {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.exe = exe
+	cfg.dir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	res, err := runChaos(ctx, cfg, &stdout, &stderr)
+	t.Logf("stdout:\n%s", stdout.String())
+	if err != nil || res == nil || !res.ok() {
+		t.Logf("stderr:\n%s", stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("runChaos: %v", err)
+	}
+	return res
+}
+
+// TestChaos is a short version of `make crashtest`: ≥ 15 s and ≥ 30
+// SIGKILLs of 3 durable workers, then drain, recovery and the invariant
+// check, which must find no violation.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs worker processes for about 20 s")
+	}
+	cfg := defaultConfig()
+	cfg.duration, cfg.kills, cfg.seed = 15*time.Second, 30, 1
+	res := runForTest(t, cfg)
+	if res.kills < 30 {
+		t.Errorf("%d kills, want ≥ 30", res.kills)
+	}
+	for _, f := range res.failures {
+		t.Errorf("failure: %s", f)
+	}
+	if res.report == nil {
+		t.Fatal("the invariant check did not run")
+	}
+	if n := res.report.Total(); n != 0 {
+		t.Errorf("violations: %d (%s)", n, res.report.Breakdown())
+	}
+	if res.oracle.OK == 0 || res.report.Figures.AcksOK != res.oracle.OK {
+		t.Errorf("%d OK acks reported, %d checked", res.oracle.OK, res.report.Figures.AcksOK)
+	}
+}
+
+// TestZombieHolder stops workers while they hold back an ack (holding the
+// instance's lease), past the lease, and continues them after the others
+// took over: each held-back ack must be rejected as stale and leave no
+// trace (the checker's invariant 7), and the run must pass.
+func TestZombieHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs worker processes for about 15 s")
+	}
+	cfg := defaultConfig()
+	cfg.duration, cfg.zombies, cfg.seed = 8*time.Second, 2, 2
+	cfg.killMin, cfg.killMax = 300*time.Millisecond, 900*time.Millisecond
+	res := runForTest(t, cfg)
+	held := 0
+	for _, z := range res.zombies {
+		if !z.caught || !z.paused {
+			continue
+		}
+		held++
+		if z.outcome != oracle.OutcomeRejected {
+			t.Errorf("held-back ack %d of worker %d: outcome %s, want rejected", z.seq, z.worker, z.outcome)
+		}
+	}
+	if held == 0 {
+		t.Fatalf("no zombie round held an ack back past its lease (%d rounds)", len(res.zombies))
+	}
+	if res.report == nil {
+		t.Fatal("the invariant check did not run")
+	}
+	if n := res.report.Total(); n != 0 {
+		t.Errorf("violations: %d (%s)", n, res.report.Breakdown())
+	}
+	for _, f := range res.failures {
+		t.Errorf("failure: %s", f)
+	}
+}

@@ -1,0 +1,81 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/durofs/durofs/provider"
+	"github.com/durofs/durofs/scripts/crashtest/oracle"
+)
+
+// printReport prints the run's figures and, last, "violations: N".
+func printReport(w io.Writer, cfg config, r *result) {
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "  %-31s %s\n", label+":", fmt.Sprintf(format, args...))
+	}
+	rec := func(s provider.RecoveryStats) string {
+		return fmt.Sprintf("%d commit records redone, %d work acks finished, %d torn tails truncated, %d temp files swept, %d staged orphans removed",
+			s.CommitsRedone, s.WorkAcksFinished, s.TornTailsRepaired, s.TempFilesSwept, s.StagedOrphansRemoved)
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+	fmt.Fprintln(w, "summary")
+	row("kills", "%d SIGKILLs, each restarted at once (%d hit a worker still opening/recovering)", r.kills, r.killedInOpen)
+	row("kills inside a commit", "%d (restarts whose Open found pending work: commits redone + work acks finished + torn tails > 0); %d kills landed with an orchestration ack in flight",
+		r.killsInCommit, r.oracle.KillsWithAckInFlight)
+	row("recoveries in Open at restart", "%s", rec(r.restartRecovery))
+	row("recoveries by all processes", "%s (Open + background sweeps of %d processes; a killed worker's counts up to its last report)",
+		rec(r.allRecovery), r.incarnations)
+	row("final recovery", "%s, in %v (first aged %d temp and %d staged files left by killed writers past the sweep's minimum age)",
+		rec(r.finalRecovery), ms(r.finalOpen), r.garbageTemps, r.garbageStaged)
+	row("recovery time", "p50 %s, p99 %s, max %s (restart → worker ready, %d restarts; of which provider.Open p50 %s, p99 %s)",
+		ms(percentile(r.recoveryTimes, 50)), ms(percentile(r.recoveryTimes, 99)), ms(percentile(r.recoveryTimes, 100)),
+		len(r.recoveryTimes), ms(percentile(r.openTimes, 50)), ms(percentile(r.openTimes, 99)))
+	tput := 0.0
+	if s := r.chaos.Seconds(); s > 0 {
+		tput = float64(r.chaosTurns) / s
+	}
+	row("throughput under chaos", "%.1f turns/s (%d turns acked OK in %v)", tput, r.chaosTurns, r.chaos.Round(10*time.Millisecond))
+	row("drain time", "%v", r.drain.Round(10*time.Millisecond))
+	c := r.oracle
+	row("acks", "%d ok, %d failed, %d rejected as stale, %d in flight at a kill, %d unreported", c.OK, c.Failed, c.Rejected, c.Killed, c.Unreported)
+	row("duplicate activity executions", "%d of %d activity runs (at-least-once: reported, not a failure)", c.DuplicateActivityRuns, c.ActivityRuns)
+	if rep := r.report; rep != nil {
+		f := rep.Figures
+		row("in-flight acks at kills", "%d committed in full, %d left no trace", f.KilledCommitted, f.KilledAbsent)
+		row("instances", "%d started in %d batches, %d as expected (+%d sub-orchestrations); %d executions, %d events on disk",
+			r.instances, r.batches, f.SpecsOK, f.Children, f.Executions, f.Events)
+	}
+	row("worker runtime totals", "%d turns, %d activities executed, %d cancelled while running, %d acks failed, %d abandons (a killed worker's counts up to its last report)",
+		r.runtime.Turns, r.runtime.ActivitiesExecuted, r.runtime.ActivitiesCancelled, r.runtime.AcksFailed, r.runtime.Abandons)
+	if cfg.zombies > 0 {
+		held, rejected, taken := 0, 0, 0
+		for _, z := range r.zombies {
+			if z.caught && z.paused {
+				held++
+				if z.outcome == oracle.OutcomeRejected {
+					rejected++
+					if z.takenOver {
+						taken++
+					}
+				}
+			}
+		}
+		row("zombie holders", "%d of %d rounds stopped a worker holding a lease, past the lease; %d of those %d held-back acks were rejected as stale (%d after another worker took the lease over, %d with the lease merely expired); in all %d stale orchestration acks and %d stale work-item acks were rejected",
+			held, len(r.zombies), rejected, held, taken, rejected-taken, c.Rejected, r.staleWorkAcks)
+	}
+	if r.kept {
+		row("working directory", "kept: %s (data/, logs/, oracle.jsonl, specs.jsonl; check it again with: go run ./scripts/crashtest/chaos check --dir %s)", r.workDir, r.workDir)
+	}
+	for _, f := range r.failures {
+		fmt.Fprintf(w, "FAILED: %s\n", f)
+	}
+	if r.report == nil {
+		fmt.Fprintln(w, "violations: unknown (the check did not run)")
+		return
+	}
+	fmt.Fprintln(w, "invariants")
+	r.report.Write(w, 30)
+}

@@ -1,0 +1,83 @@
+package invariants
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/provider"
+)
+
+// Backlog is the work still pending in a directory: what must reach zero
+// before the directory is quiescent (timers not yet due aside).
+type Backlog struct {
+	// CommitRecords counts pending commit records.
+	CommitRecords int
+	// Orchestrator counts orchestrator messages other than timers not yet
+	// due; Worker counts work items.
+	Orchestrator, Worker int
+}
+
+// Empty reports whether nothing is pending.
+func (b Backlog) Empty() bool { return b == Backlog{} }
+
+// String describes the backlog.
+func (b Backlog) String() string {
+	return fmt.Sprintf("%d commit records, %d orchestrator messages, %d work items", b.CommitRecords, b.Orchestrator, b.Worker)
+}
+
+// PendingWork measures dir's backlog at now. It may run while processes use
+// the directory (files that vanish while it looks are skipped), so a drain
+// can wait for it to reach zero.
+func PendingWork(dir string, now time.Time) (Backlog, error) {
+	var b Backlog
+	count := func(sub string, each func(name string)) error {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("invariants: %w", err)
+		}
+		for _, e := range entries {
+			each(e.Name())
+		}
+		return nil
+	}
+	if err := count("commits", func(n string) {
+		if !vfs.IsTemp(n) && strings.HasSuffix(n, ".json") {
+			b.CommitRecords++
+		}
+	}); err != nil {
+		return b, err
+	}
+	if err := count(filepath.Join("queues", "worker"), func(n string) {
+		if m, ok := strings.CutSuffix(n, ".json"); ok && isULID(m) {
+			b.Worker++
+		}
+	}); err != nil {
+		return b, err
+	}
+	nowMs := now.UnixMilli()
+	qdir := filepath.Join(dir, "queues", "orchestrator")
+	err := count(filepath.Join("queues", "orchestrator"), func(n string) {
+		m, ok := strings.CutSuffix(n, ".json")
+		if !ok || !isULID(m) {
+			return
+		}
+		var msg queueMessage
+		if exists, err := readJSON(filepath.Join(qdir, n), &msg); !exists && err == nil {
+			return // consumed meanwhile
+		} else if err == nil {
+			if item, err := provider.UnmarshalWorkItem(msg.Payload); err == nil {
+				if _, timer := item.(provider.TimerFired); timer && msg.VisibleAtMs > nowMs {
+					return
+				}
+			}
+		}
+		b.Orchestrator++
+	})
+	return b, err
+}
