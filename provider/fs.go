@@ -117,6 +117,43 @@ const FormatVersion = 1
 // a dead process left half-applied. Several processes may Open the same
 // directory at once.
 func Open(dir string, opts Options) (*FSProvider, error) {
+	p := newFSProvider(dir, opts, "")
+	if opts.FS == nil && !opts.AllowNetworkFS {
+		if err := (vfs.OS{}).MkdirAll(dir, vfs.DirPerm); err != nil {
+			return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+		}
+		if kind, err := networkFS(dir); err != nil {
+			return nil, fmt.Errorf("durofs: open %s: statfs: %w", dir, err)
+		} else if kind != "" {
+			return nil, fmt.Errorf("durofs: open %s: %w: the directory is on a %s file system, where flock and O_APPEND do not give durofs's guarantees (set Options.AllowNetworkFS to override)", dir, ErrUnsupportedFS, kind)
+		}
+	}
+	if err := p.initLayout(); err != nil {
+		return nil, err
+	}
+	if err := p.openQueues(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
+	}
+	interval := opts.SweepInterval
+	if interval == 0 {
+		interval = 2 * time.Second
+	}
+	if interval > 0 {
+		p.wg.Add(1)
+		go p.sweepLoop(interval)
+	}
+	return p, nil
+}
+
+// newFSProvider builds a provider value from opts with defaults applied; it
+// does no I/O. ownerSuffix, if set, replaces the random part of the default
+// owner name.
+func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	base := opts.FS
 	if base == nil {
 		base = vfs.OS{}
@@ -135,8 +172,11 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	}
 	owner := opts.Owner
 	if owner == "" {
+		if ownerSuffix == "" {
+			ownerSuffix = uuid.NewString()[:8]
+		}
 		host, _ := os.Hostname()
-		owner = strconv.Itoa(os.Getpid()) + "@" + host + "/" + uuid.NewString()[:8]
+		owner = strconv.Itoa(os.Getpid()) + "@" + host + "/" + ownerSuffix
 	}
 	poll := opts.PollInterval
 	if poll <= 0 {
@@ -144,45 +184,25 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	}
 	p := &FSProvider{
 		dir: dir, fs: fsys, leaseFS: vfs.NoSync(base), clk: clk, log: log, owner: owner,
-		durability: opts.Durability, poll: poll,
+		durability: opts.Durability, poll: poll, tmpDir: filepath.Join(dir, "tmp"),
 		notifyCh: make(chan struct{}), stop: make(chan struct{}),
 	}
-	if opts.FS == nil && !opts.AllowNetworkFS {
-		if err := (vfs.OS{}).MkdirAll(dir, vfs.DirPerm); err != nil {
-			return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
-		}
-		if kind, err := networkFS(dir); err != nil {
-			return nil, fmt.Errorf("durofs: open %s: statfs: %w", dir, err)
-		} else if kind != "" {
-			return nil, fmt.Errorf("durofs: open %s: %w: the directory is on a %s file system, where flock and O_APPEND do not give durofs's guarantees (set Options.AllowNetworkFS to override)", dir, ErrUnsupportedFS, kind)
-		}
-	}
-	if err := p.initLayout(); err != nil {
-		return nil, err
-	}
-	p.tmpDir = filepath.Join(dir, "tmp")
 	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir)
+	return p
+}
+
+// openQueues opens the orchestrator and worker queues.
+func (p *FSProvider) openQueues() error {
 	var err error
-	if p.orchQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "orchestrator"), fsqueue.Options{Clock: clk, Logger: log, IndexAttr: attrKey}); err != nil {
-		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey}
+	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "orchestrator"), qopts); err != nil {
+		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
-	if p.workQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "worker"), fsqueue.Options{Clock: clk, Logger: log, IndexAttr: attrKey}); err != nil {
-		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	if p.workQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "worker"), qopts); err != nil {
+		_ = p.orchQ.Close()
+		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Recover(ctx); err != nil {
-		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
-	}
-	interval := opts.SweepInterval
-	if interval == 0 {
-		interval = 2 * time.Second
-	}
-	if interval > 0 {
-		p.wg.Add(1)
-		go p.sweepLoop(interval)
-	}
-	return p, nil
+	return nil
 }
 
 // initLayout creates the top-level folders and checks FORMAT.

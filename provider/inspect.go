@@ -12,18 +12,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
-	"github.com/durofs/durofs/internal/clock"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -61,36 +58,9 @@ func openUnrecovered(dir string, opts Options) (*FSProvider, error) {
 			return nil, fmt.Errorf("durofs: open %s: queue configuration %s: %w", dir, cfg, err)
 		}
 	}
-	fsys := base
-	if opts.Durability == ProcessCrashSafe {
-		fsys = vfs.NoSync(base)
-	}
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.System{}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	owner := opts.Owner
-	if owner == "" {
-		host, _ := os.Hostname()
-		owner = strconv.Itoa(os.Getpid()) + "@" + host + "/inspect"
-	}
-	p := &FSProvider{
-		dir: dir, fs: fsys, leaseFS: vfs.NoSync(base), clk: clk, log: log, owner: owner,
-		durability: opts.Durability, poll: 10 * time.Millisecond,
-		notifyCh: make(chan struct{}), stop: make(chan struct{}),
-	}
-	p.leases = lease.NewStore(p.leaseFS, clk)
-	var err error
-	if p.orchQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "orchestrator"), fsqueue.Options{Clock: clk, Logger: log, IndexAttr: attrKey}); err != nil {
-		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
-	}
-	if p.workQ, err = fsqueue.Open(fsys, filepath.Join(dir, "queues", "worker"), fsqueue.Options{Clock: clk, Logger: log, IndexAttr: attrKey}); err != nil {
-		_ = p.orchQ.Close()
-		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	p := newFSProvider(dir, opts, "inspect")
+	if err := p.openQueues(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

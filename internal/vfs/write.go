@@ -53,7 +53,13 @@ func writeSynced(fsys FS, path string, data []byte) error {
 // mix, because the new file's data was fsynced before it got its name. After
 // the directory fsync, the new content is durable.
 func WriteFile(fsys FS, path string, data []byte) error {
-	tmp := tempName(path)
+	return replace(fsys, tempName(path), path, data, true)
+}
+
+// replace writes data to tmp (fsynced), renames it to path and, if
+// syncDir, fsyncs path's directory. On failure before the rename the
+// temporary file is removed.
+func replace(fsys FS, tmp, path string, data []byte, syncDir bool) error {
 	if err := writeSynced(fsys, tmp, data); err != nil {
 		_ = fsys.Remove(tmp)
 		return fmt.Errorf("vfs: write %s: %w", path, err)
@@ -61,6 +67,9 @@ func WriteFile(fsys FS, path string, data []byte) error {
 	if err := fsys.Rename(tmp, path); err != nil {
 		_ = fsys.Remove(tmp)
 		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	if !syncDir {
+		return nil
 	}
 	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("vfs: write %s: sync dir: %w", path, err)
@@ -79,34 +88,13 @@ func WriteFileVia(fsys FS, tmpDir, path string, data []byte) error {
 	if tmpDir == "" {
 		return WriteFile(fsys, path, data)
 	}
-	tmp := filepath.Join(tmpDir, TempPrefix+filepath.Base(path)+"-"+uuid.NewString())
-	if err := writeSynced(fsys, tmp, data); err != nil {
-		_ = fsys.Remove(tmp)
-		return fmt.Errorf("vfs: write %s: %w", path, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		_ = fsys.Remove(tmp)
-		return fmt.Errorf("vfs: write %s: %w", path, err)
-	}
-	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("vfs: write %s: sync dir: %w", path, err)
-	}
-	return nil
+	return replace(fsys, filepath.Join(tmpDir, TempPrefix+filepath.Base(path)+"-"+uuid.NewString()), path, data, true)
 }
 
 // WriteFileNoDirSync is WriteFile without the final directory fsync, for
 // callers that batch one SyncDir over several entries of one directory.
 func WriteFileNoDirSync(fsys FS, path string, data []byte) error {
-	tmp := tempName(path)
-	if err := writeSynced(fsys, tmp, data); err != nil {
-		_ = fsys.Remove(tmp)
-		return fmt.Errorf("vfs: write %s: %w", path, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		_ = fsys.Remove(tmp)
-		return fmt.Errorf("vfs: write %s: %w", path, err)
-	}
-	return nil
+	return replace(fsys, tempName(path), path, data, false)
 }
 
 // ErrExist is returned by CreateExclusive when the name is taken.
