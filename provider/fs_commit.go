@@ -198,10 +198,11 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	}
 	failpoint.Hit("ack.before_commit_record")
 	if err := p.writeFile(p.commitPath(key), data); err != nil {
-		if _, serr := p.fs.Stat(p.commitPath(key)); serr != nil {
-			// No record under its final name: nothing happened.
-			p.unstage(staged)
-		}
+		// The commit point failed. If the rename happened but the directory
+		// fsync failed, the record is visible although its durability is
+		// unknown (fsync errors are fatal to the commit): take it back, so
+		// that no later flock holder applies a turn we report as failed.
+		p.rollbackCommit(key, staged)
 		return Retryablef(op, err, "write commit record: %v", err)
 	}
 
@@ -489,6 +490,17 @@ func (p *FSProvider) stage(staged []stagedMsg) error {
 	}
 	failpoint.Hit("ack.after_stage_sync")
 	return nil
+}
+
+// rollbackCommit undoes a commit whose commit point failed: the record (if
+// it got its name) and the staged messages are removed, best effort. If a
+// power loss later brings the record back, recovery applies it - as a
+// database whose commit fsync failed may still commit after a crash.
+func (p *FSProvider) rollbackCommit(key string, staged []stagedMsg) {
+	if err := p.fs.Remove(p.commitPath(key)); err == nil {
+		_ = p.fs.SyncDir(filepath.Join(p.dir, "commits"))
+	}
+	p.unstage(staged)
 }
 
 func (p *FSProvider) unstage(staged []stagedMsg) {
