@@ -354,13 +354,18 @@ func (q *Queue) readClaim(name string) (Claim, bool, error) {
 	return c, true, nil
 }
 
-// writeClaim durably replaces claims/<name>.json. Callers hold the shard lock.
+// writeClaim replaces claims/<name>.json, durably unless the queue has
+// VolatileClaims. Callers hold the shard lock.
 func (q *Queue) writeClaim(name string, c Claim) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 	}
-	if err := vfs.WriteFile(q.fsys, q.claimPath(name), data); err != nil {
+	fsys := q.fsys
+	if q.opts.VolatileClaims {
+		fsys = vfs.NoSync(fsys)
+	}
+	if err := vfs.WriteFile(fsys, q.claimPath(name), data); err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 	}
 	return nil
@@ -409,9 +414,38 @@ func (g *ClaimGuard) Read() (c Claim, exists bool, err error) {
 	return g.q.readClaim(g.name)
 }
 
-// Write durably replaces the message's claim ([vfs.WriteFile]). A non-empty
-// Token must be a token of this message (see [NameFromToken]).
+// Write replaces the message's claim ([vfs.WriteFile]; durably unless the
+// queue has VolatileClaims). A non-empty Token must be a token of this
+// message (see [NameFromToken]).
 func (g *ClaimGuard) Write(c Claim) error {
+	if err := g.checkWrite(c); err != nil {
+		return err
+	}
+	return g.q.writeClaim(g.name, c)
+}
+
+// Commit durably replaces the message's claim, making it a commit record:
+// the new claim is written unsynced, barrier makes it (and everything the
+// caller wrote before) durable, then it is renamed into place and the
+// claims directory fsynced ([vfs.WriteFileAfterBarrier]). When Commit
+// returns nil the claim is durable; when it fails the old claim is in place
+// (or, if only the final directory fsync failed, the new one with unknown
+// durability - the caller must treat its commit as failed).
+func (g *ClaimGuard) Commit(c Claim, barrier func() error) error {
+	if err := g.checkWrite(c); err != nil {
+		return err
+	}
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
+	}
+	if err := vfs.WriteFileAfterBarrier(g.q.fsys, g.q.claimPath(g.name), data, barrier); err != nil {
+		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
+	}
+	return nil
+}
+
+func (g *ClaimGuard) checkWrite(c Claim) error {
 	if g.done.Load() {
 		return errGuardDone
 	}
@@ -420,7 +454,7 @@ func (g *ClaimGuard) Write(c Claim) error {
 			return fmt.Errorf("fsqueue: write claim %s: %w: token %q is not a token of this message", g.name, ErrInvalidName, c.Token)
 		}
 	}
-	return g.q.writeClaim(g.name, c)
+	return nil
 }
 
 // MessageExists reports whether the message file exists on disk.

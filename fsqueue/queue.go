@@ -100,6 +100,12 @@ type Options struct {
 	// that ListAttr(value) returns that value's messages without scanning
 	// the whole queue (the provider indexes messages by instance).
 	IndexAttr string
+	// VolatileClaims makes the claims written by ClaimNext, Renew, Abandon
+	// and ClaimGuard.Write unsynced, like leases: a power loss may lose a
+	// claim (the message is delivered again, at least once) or leave it
+	// unreadable (treated as no claim). A claim written with
+	// ClaimGuard.Commit is durable either way.
+	VolatileClaims bool
 }
 
 // Queue is a message queue in one directory. It is safe for concurrent use
@@ -375,6 +381,20 @@ func (q *Queue) Stage(m Message) error {
 		return err
 	}
 	if err := vfs.WriteFileNoDirSync(q.fsys, q.stagedPath(m.Name), data); err != nil {
+		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// StageDeferred is Stage without any fsync. The caller must make the staged
+// file durable before its commit point names it - with a file-system barrier
+// ([vfs.SyncFS]) that also covers everything else the commit wrote.
+func (q *Queue) StageDeferred(m Message) error {
+	data, err := q.encode(&m)
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileNoDirSync(vfs.NoSync(q.fsys), q.stagedPath(m.Name), data); err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
 	}
 	return nil

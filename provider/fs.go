@@ -66,6 +66,12 @@ type Options struct {
 	// work enqueued by other processes. Zero means 10 ms. Work enqueued by
 	// this process wakes fetches at once.
 	PollInterval time.Duration
+	// CommitSync selects how a Durable provider makes commits durable:
+	// CommitAuto (default: one file-system barrier plus one directory fsync
+	// per ack where the OS supports it, else per-file fsyncs), CommitPerFile
+	// or CommitBarrier. Processes sharing a directory may use different
+	// modes. Ignored in ProcessCrashSafe mode.
+	CommitSync CommitSync
 }
 
 // FSProvider is the filesystem Provider. Create it with Open; it is safe for
@@ -100,6 +106,12 @@ type FSProvider struct {
 
 	// durableDirs are directories whose entries mkdirDurable made durable.
 	durableDirs sync.Map
+
+	// barrier is non-nil in barrier commit mode (fs_barrier.go); bootID is
+	// then the boot the process runs in, and clean its pending cleanups.
+	barrier *groupBarrier
+	bootID  string
+	clean   cleaner
 }
 
 var _ Provider = (*FSProvider)(nil)
@@ -131,6 +143,9 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	if err := p.initLayout(); err != nil {
 		return nil, err
 	}
+	if err := p.initCommitSync(opts.CommitSync); err != nil {
+		return nil, err
+	}
 	if err := p.openQueues(); err != nil {
 		return nil, err
 	}
@@ -147,7 +162,43 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		p.wg.Add(1)
 		go p.sweepLoop(interval)
 	}
+	if p.barrier != nil {
+		p.wg.Add(1)
+		go p.cleanLoop()
+	}
 	return p, nil
+}
+
+// initCommitSync chooses the commit mode (see CommitSync). Barrier mode
+// needs a boot id and a working barrier, which it probes once.
+func (p *FSProvider) initCommitSync(mode CommitSync) error {
+	if mode == CommitPerFile || (mode == CommitAuto && p.durability != Durable) {
+		return nil
+	}
+	boot, err := vfs.BootID(p.fs)
+	if err == nil {
+		err = vfs.SyncFS(p.fs, p.dir)
+	}
+	if err != nil {
+		if mode == CommitBarrier {
+			return fmt.Errorf("durofs: open %s: %w: barrier commits: %w", p.dir, ErrUnsupportedFS, err)
+		}
+		p.log.Debug("durofs: per-file commits", "dir", p.dir, "reason", err)
+		return nil
+	}
+	p.bootID = boot
+	p.barrier = newGroupBarrier(func() error { return vfs.SyncFS(p.fs, p.dir) })
+	p.clean.pending = map[cleanup]uint64{}
+	return nil
+}
+
+// CommitMode returns the commit mode in use: CommitBarrier or
+// CommitPerFile (never CommitAuto).
+func (p *FSProvider) CommitMode() CommitSync {
+	if p.barrier != nil {
+		return CommitBarrier
+	}
+	return CommitPerFile
 }
 
 // newFSProvider builds a provider value from opts with defaults applied; it
@@ -194,7 +245,7 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 // openQueues opens the orchestrator and worker queues.
 func (p *FSProvider) openQueues() error {
 	var err error
-	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey}
+	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: p.barrier != nil}
 	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "orchestrator"), qopts); err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}

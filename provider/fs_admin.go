@@ -465,6 +465,11 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	// dropped by the next holder of its flock (no group record = aborted).
 	group := groupPrefix + uuid.NewString()
 	failpoint.Hit("delete.before_intents")
+	// An intent replaces each instance's commit record; in barrier mode
+	// that record's apply must be durable first.
+	if err := p.slotBarrier(); err != nil {
+		return DeleteInstanceResult{}, Retryablef(op, err, "sync before deletion: %v", err)
+	}
 	for _, k := range keys {
 		rec := commitRecord{Format: commitFormat, Kind: kindDeleteIntent, Key: k, Instance: keyOf[k], Group: group, Delete: refsFor(msgs, k, orch, work)}
 		data, _ := jsonMarshal(rec)
@@ -738,7 +743,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	rec := commitRecord{Format: commitFormat, Kind: kindPrune, Key: key, Instance: instance, InstanceFile: &nf, PruneExecutions: prune}
 	data, _ := jsonMarshal(rec)
 	failpoint.Hit("prune.before_record")
-	if err := p.writeFile(p.commitPath(key), data); err != nil {
+	if err := p.writeCommit(key, data); err != nil {
 		return PruneResult{}, Retryablef(op, err, "commit prune: %v", err)
 	}
 	afterCommitPoint("prune")

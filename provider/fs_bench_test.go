@@ -12,8 +12,9 @@ import (
 // BenchmarkTurn measures one durable orchestration turn on the happy path:
 // fetch a batch of one message, ack with one history event, one activity and
 // one orchestrator message; then the worker fetch and ack with a completion.
-// It reports fsyncs (files + directories) per orchestration ack and per work
-// ack, counted exactly through the vfs layer.
+// It reports fsyncs (files, directories and file-system barriers) per
+// orchestration ack and per work ack, counted exactly through the vfs layer,
+// in the default commit mode (barrier on Linux).
 func BenchmarkTurn(b *testing.B) {
 	for _, d := range []Durability{Durable, ProcessCrashSafe} {
 		b.Run(d.String(), func(b *testing.B) {
@@ -33,9 +34,9 @@ func BenchmarkTurn(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				inst := fmt.Sprintf("bench-%d", i)
-				it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+				it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, time.Second, nil)
 				if err != nil || it == nil {
-					b.Fatal(it, err)
+					b.Fatal(i, it, err)
 				}
 				before := cfs.Counts()
 				err = p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started(inst)},
@@ -45,7 +46,7 @@ func BenchmarkTurn(b *testing.B) {
 					b.Fatal(err)
 				}
 				ackSyncs = addCounts(ackSyncs, cfs.Counts().Sub(before))
-				w, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, DefaultOnlyTags())
+				w, err := p.FetchWorkItem(ctx, 30*time.Second, time.Second, nil, DefaultOnlyTags())
 				if err != nil || w == nil {
 					b.Fatal(w, err)
 				}
@@ -61,10 +62,12 @@ func BenchmarkTurn(b *testing.B) {
 			b.ReportMetric(float64(ackSyncs.DirSyncs)/n, "dir-fsyncs/ack")
 			b.ReportMetric(float64(wackSyncs.FileSyncs)/n, "file-fsyncs/work-ack")
 			b.ReportMetric(float64(wackSyncs.DirSyncs)/n, "dir-fsyncs/work-ack")
+			b.ReportMetric(float64(ackSyncs.FSSyncs)/n, "barriers/ack")
+			b.ReportMetric(float64(wackSyncs.FSSyncs)/n, "barriers/work-ack")
 		})
 	}
 }
 
 func addCounts(a, b vfs.Counts) vfs.Counts {
-	return vfs.Counts{FileSyncs: a.FileSyncs + b.FileSyncs, DirSyncs: a.DirSyncs + b.DirSyncs}
+	return vfs.Counts{FileSyncs: a.FileSyncs + b.FileSyncs, DirSyncs: a.DirSyncs + b.DirSyncs, FSSyncs: a.FSSyncs + b.FSSyncs}
 }

@@ -50,6 +50,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/failpoint"
@@ -60,7 +62,11 @@ import (
 // commitRecord is the durable intent of one ack. Everything needed to finish
 // the ack is in it or in staged files it names.
 type commitRecord struct {
-	Format      int    `json:"format"`
+	Format int `json:"format"`
+	// CommitID is unique per commit; BootID is the boot it was committed in
+	// (barrier mode only; see fs_barrier.go for the "applied" marker).
+	CommitID    string `json:"commit_id,omitempty"`
+	BootID      string `json:"boot_id,omitempty"`
 	Instance    string `json:"instance"`
 	Key         string `json:"key"`
 	LeaseToken  string `json:"lease_token"`
@@ -112,9 +118,10 @@ func afterCommitPoint(kind string) {
 	}
 }
 
-// testSkipSyncDir, when set by a test, names one directory-sync site to skip,
-// so the power-loss simulation can prove that it notices a missing fsync:
-// "stage" skips the queue-directory fsync after staging. "" (the default)
+// testSkipSyncDir, when set by a test, names one sync site to skip, so the
+// power-loss simulation can prove that it notices a missing fsync: "stage"
+// skips the queue-directory fsync after staging (per-file mode), "barrier"
+// the barrier before an ack's commit point (barrier mode). "" (the default)
 // skips nothing.
 var testSkipSyncDir string
 
@@ -166,10 +173,13 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return err
 	}
 
+	rec.CommitID, rec.BootID = uuid.NewString(), p.bootID
+
 	// Step 1: stage outbound messages.
 	// Crash here: staged files with no commit record. They are invisible to
 	// consumers (hidden names) and the sweeper removes them once it holds
-	// this instance's flock and sees no record naming them.
+	// this instance's flock and sees no record naming them. In barrier mode
+	// they are not synced here: the barrier of step 2 does that.
 	failpoint.Hit("ack.before_stage")
 	if err := p.stage(staged); err != nil {
 		p.unstage(staged)
@@ -183,26 +193,26 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return Permanentf(op, ErrLockExpired, "Instance lock expired")
 	}
 
-	// Step 2: the commit point.
-	// Crash before the rename inside WriteFile: no record, the ack did not
-	// happen, the lease is unchanged (held until it expires), staged files are
-	// garbage. Crash after the rename (kill -9) or after the directory fsync
-	// (power loss): the record exists and the next flock holder applies it.
-	// An fsync error here fails the ack; the record may or may not be
-	// durable, so we leave it for the next holder to redo or, if absent,
-	// the ack simply did not happen - but we must not report success.
+	// Step 2: the commit point (writeCommit).
+	// Crash before the rename: no record, the ack did not happen, the lease
+	// is unchanged (held until it expires), staged files are garbage.
+	// Crash after the rename (kill -9) or after the directory fsync (power
+	// loss): the record exists and the next flock holder applies it. In
+	// barrier mode a power loss before the barrier returned loses the staged
+	// files and the record's temporary file alike: no record, no ack. An
+	// fsync or barrier error fails the ack (rolled back below).
 	data, err := jsonMarshal(rec)
 	if err != nil {
 		p.unstage(staged)
 		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
 	}
 	failpoint.Hit("ack.before_commit_record")
-	if err := p.writeFile(p.commitPath(key), data); err != nil {
+	if err := p.writeCommit(key, data); err != nil {
 		// The commit point failed. If the rename happened but the directory
 		// fsync failed, the record is visible although its durability is
 		// unknown (fsync errors are fatal to the commit): take it back, so
 		// that no later flock holder applies a turn we report as failed.
-		p.rollbackCommit(key, staged)
+		p.rollbackCommit(key, rec.CommitID, staged)
 		return Retryablef(op, err, "write commit record: %v", err)
 	}
 
@@ -470,16 +480,25 @@ func (p *FSProvider) instanceFromLease(key string, st orchState) (string, error)
 	return "", Permanentf("ack_orchestration_item", ErrInvalidLockToken, "Invalid lock token: cannot resolve instance")
 }
 
-// stage writes staged files and fsyncs each queue directory once.
+// stage writes staged files and fsyncs each queue directory once. In
+// barrier mode it syncs nothing: the commit's barrier makes them durable.
 func (p *FSProvider) stage(staged []stagedMsg) error {
 	used := map[string]bool{}
 	for _, s := range staged {
-		if err := p.queue(s.queue).Stage(s.msg); err != nil {
+		q := p.queue(s.queue)
+		stage := q.Stage
+		if p.barrier != nil {
+			stage = q.StageDeferred
+		}
+		if err := stage(s.msg); err != nil {
 			return err
 		}
 		used[s.queue] = true
 	}
 	failpoint.Hit("ack.after_stage")
+	if p.barrier != nil {
+		return nil
+	}
 	for q := range used {
 		if testSkipSyncDir == "stage" {
 			break
@@ -492,13 +511,45 @@ func (p *FSProvider) stage(staged []stagedMsg) error {
 	return nil
 }
 
+// writeCommit writes an instance's commit record: the commit point of an
+// ack. Per-file mode: temporary file in tmp/ fsynced, renamed, commits/
+// fsynced. Barrier mode: temporary file in commits/ unsynced, one barrier
+// (covering it, the ack's staged messages and every earlier unsynced apply),
+// renamed, commits/ fsynced (vfs.WriteFileAfterBarrier).
+func (p *FSProvider) writeCommit(key string, data []byte) error {
+	if p.barrier == nil {
+		return p.writeFile(p.commitPath(key), data)
+	}
+	barrier := p.barrier.Sync
+	if testSkipSyncDir == "barrier" {
+		barrier = func() error { return nil }
+	}
+	return vfs.WriteFileAfterBarrier(p.fs, p.commitPath(key), data, barrier)
+}
+
+// slotBarrier is called before a commit that replaces an instance's commit
+// record by other means than writeCommit (deletion intents): in barrier mode
+// the replaced record's apply must be durable before the record goes.
+func (p *FSProvider) slotBarrier() error {
+	if p.barrier == nil {
+		return nil
+	}
+	return p.barrier.Sync()
+}
+
 // rollbackCommit undoes a commit whose commit point failed: the record (if
 // it got its name) and the staged messages are removed, best effort. If a
 // power loss later brings the record back, recovery applies it - as a
 // database whose commit fsync failed may still commit after a crash.
-func (p *FSProvider) rollbackCommit(key string, staged []stagedMsg) {
-	if err := p.fs.Remove(p.commitPath(key)); err == nil {
-		_ = p.fs.SyncDir(filepath.Join(p.dir, "commits"))
+//
+// Only our own record goes: if the failure came before the rename, the
+// slot may still hold the instance's previous record, which in barrier
+// mode waits for a barrier to cover its apply and must stay.
+func (p *FSProvider) rollbackCommit(key, commitID string, staged []stagedMsg) {
+	if id, exists, err := p.recordCommitID(key); err == nil && exists && id == commitID {
+		if err := p.fs.Remove(p.commitPath(key)); err == nil {
+			_ = p.fs.SyncDir(filepath.Join(p.dir, "commits"))
+		}
 	}
 	p.unstage(staged)
 }
@@ -511,6 +562,9 @@ func (p *FSProvider) unstage(staged []stagedMsg) {
 
 // redoPending finishes a commit left by a dead process (or by an apply that
 // failed), if this instance has one. The caller holds the instance flock.
+// In barrier mode a record stays after its apply until a later barrier
+// covers it; one whose apply provably finished in this boot is skipped (see
+// fs_barrier.go) and handed to the cleaner.
 func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string) error {
 	data, err := p.fs.ReadFile(p.commitPath(key))
 	if vfs.IsNotExist(err) {
@@ -525,13 +579,69 @@ func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string
 		// or absent; an unparseable one was damaged from outside.
 		return p.quarantineCommit(key, data, err)
 	}
+	if applied, err := p.appliedInThisBoot(g, &rec); err != nil {
+		return err
+	} else if applied {
+		p.scheduleCleanup(false, key, rec.CommitID)
+		return nil
+	}
 	p.stats.redone.Add(1)
 	failpoint.Hit("redo.start")
 	return p.apply(ctx, g, &rec)
 }
 
+// appliedInThisBoot reports whether rec's apply ran to its end in the
+// current boot: barrier mode, the record has a commit id and this boot's id,
+// and the lease names the commit id as applied (the last step of apply).
+func (p *FSProvider) appliedInThisBoot(g *lease.Guard, rec *commitRecord) (bool, error) {
+	if p.barrier == nil || rec.CommitID == "" || rec.BootID != p.bootID || rec.Kind != "" {
+		return false, nil
+	}
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return false, fmt.Errorf("read lease: %w", err)
+	}
+	return decodeOrchState(cur).Applied == rec.CommitID, nil
+}
+
+// appliedRecordOnDisk is appliedInThisBoot for readers that do not hold
+// the instance flock and may run in per-file mode (fsck, inspection): the
+// record is an instance commit of the current boot whose commit id the
+// lease marks applied.
+func (p *FSProvider) appliedRecordOnDisk(ctx context.Context, key string, rec *commitRecord) bool {
+	if rec.CommitID == "" || rec.Kind != "" {
+		return false
+	}
+	boot, err := vfs.BootID(p.fs)
+	if err != nil || boot != rec.BootID {
+		return false
+	}
+	cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
+	return err == nil && decodeOrchState(cur).Applied == rec.CommitID
+}
+
+// recordCommitID reads the commit id of an instance's commit record.
+func (p *FSProvider) recordCommitID(key string) (id string, exists bool, err error) {
+	var head struct {
+		CommitID string `json:"commit_id"`
+	}
+	exists, err = p.readJSON(p.commitPath(key), &head)
+	return head.CommitID, exists, err
+}
+
+// applyFS is the file system an apply writes through: in barrier mode its
+// syncs are no-ops (a later barrier makes the apply durable before its
+// record goes).
+func (p *FSProvider) applyFS() vfs.FS {
+	if p.barrier != nil {
+		return vfs.NoSync(p.fs)
+	}
+	return p.fs
+}
+
 // apply performs step 3 of the protocol. Every step is idempotent, so apply
-// may run any number of times for one record, interrupted anywhere.
+// may run any number of times for one record, interrupted anywhere. In
+// barrier mode nothing is synced and the record stays for the cleaner.
 func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecord) error {
 	switch rec.Kind {
 	case "":
@@ -543,13 +653,14 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		return fmt.Errorf("commit record of %s has unknown kind %q", rec.Key, rec.Kind)
 	}
 	key := rec.Key
+	afs := p.applyFS()
 
 	// 3a. History. Crash (kill -9) mid-append can leave a torn final line;
 	// AppendAt truncates it and appends what is missing, by position. A
 	// power loss before its fsync can lose the appended bytes; the record is
 	// still there and this step runs again.
 	if len(rec.History) > 0 || rec.ExecutionFile != nil {
-		if err := p.mkdirDurable(p.execDir(key, rec.ExecutionID)); err != nil {
+		if err := p.mkdirApply(p.execDir(key, rec.ExecutionID)); err != nil {
 			return fmt.Errorf("create execution dir: %w", err)
 		}
 	}
@@ -558,7 +669,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		recs[i] = history.Record{ID: rec.HistoryIDs[i], Epoch: rec.Fence, Payload: raw}
 	}
 	if len(recs) > 0 {
-		if _, err := history.Open(p.fs, p.historyPath(key, rec.ExecutionID)).AppendAt(rec.HistoryBase, recs); err != nil {
+		if _, err := history.Open(afs, p.historyPath(key, rec.ExecutionID)).AppendAt(rec.HistoryBase, recs); err != nil {
 			return fmt.Errorf("append history: %w", err)
 		}
 	}
@@ -568,19 +679,19 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	// contents. Crash between them: both are rewritten on redo. The
 	// instance directory's own entry is made durable first (it may have been
 	// created by the non-durable lease store).
-	if err := p.mkdirDurable(p.instDir(key)); err != nil {
+	if err := p.mkdirApply(p.instDir(key)); err != nil {
 		return fmt.Errorf("create instance dir: %w", err)
 	}
 	if rec.ExecutionFile != nil {
 		ed, _ := jsonMarshal(rec.ExecutionFile)
-		if err := p.writeFile(p.execStatePath(key, rec.ExecutionID), ed); err != nil {
+		if err := vfs.WriteFileVia(afs, p.tmpDir, p.execStatePath(key, rec.ExecutionID), ed); err != nil {
 			return fmt.Errorf("write execution state: %w", err)
 		}
 	}
 	failpoint.Hit("redo.after_state")
 	if rec.InstanceFile != nil {
 		id, _ := jsonMarshal(rec.InstanceFile)
-		if err := p.writeFile(p.instFilePath(key), id); err != nil {
+		if err := vfs.WriteFileVia(afs, p.tmpDir, p.instFilePath(key), id); err != nil {
 			return fmt.Errorf("write instance: %w", err)
 		}
 	}
@@ -616,7 +727,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		failpoint.Hit("redo.after_delete")
 	}
 	for _, qn := range []string{"worker", "orchestrator"} {
-		if !used[qn] {
+		if !used[qn] || p.barrier != nil {
 			continue
 		}
 		if err := p.queue(qn).SyncDir(); err != nil {
@@ -633,29 +744,53 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	// 3e. Release the lease if it still names the committing token, and
 	// forget the consumed messages' attempt counts. (A lease that moved on
 	// was taken over after the record was committed and redone by the new
-	// holder before it acquired; then there is nothing to release.)
+	// holder before it acquired; then there is nothing to release.) Mark
+	// the record applied in the lease either way: this is apply's last
+	// write, so the mark proves every step above completed (within this
+	// boot; see fs_barrier.go).
 	cur, _, err := g.Read()
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return fmt.Errorf("read lease: %w", err)
 	}
+	st := decodeOrchState(cur)
+	changed := st.Applied != rec.CommitID
+	st.Applied = rec.CommitID
 	if cur.Token == rec.LeaseToken && cur.Token != "" {
-		st := decodeOrchState(cur)
 		for _, r := range rec.Delete {
 			delete(st.Attempts, r.Name)
 			delete(st.Delayed, r.Name)
 		}
 		st.Batch = nil
-		cur.Token, cur.Owner, cur.ExpiresAtMs, cur.Data = "", "", 0, st.encode()
+		cur.Token, cur.Owner, cur.ExpiresAtMs = "", "", 0
+		changed = true
+	}
+	if changed {
+		cur.Data = st.encode()
 		if err := g.Write(cur); err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		}
 	}
 	failpoint.Hit("redo.after_lease_release")
 
-	// 3f. Forget the record. Crash before the directory fsync: after a power
-	// loss the record may reappear and is applied again - harmlessly, as
-	// every step above is idempotent.
+	// 3f. Forget the record. Per-file mode: now, with a directory fsync
+	// (crash before it: after a power loss the record may reappear and is
+	// applied again - harmlessly, as every step above is idempotent).
+	// Barrier mode: the cleaner removes it once a later barrier has made
+	// this apply durable.
+	if p.barrier != nil {
+		p.scheduleCleanup(false, key, rec.CommitID)
+		return nil
+	}
 	return p.removeCommit(key)
+}
+
+// mkdirApply creates a directory an apply writes into: made durable at once
+// in per-file mode, by the next barrier in barrier mode.
+func (p *FSProvider) mkdirApply(dir string) error {
+	if p.barrier != nil {
+		return p.fs.MkdirAll(dir, vfs.DirPerm)
+	}
+	return p.mkdirDurable(dir)
 }
 
 // removeCommit deletes a commit record (the last step of every apply).

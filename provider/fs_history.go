@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/google/uuid"
+
 	"context"
 	"errors"
 
@@ -103,11 +105,12 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	if err := p.mkdirDurable(p.execDir(key, executionID)); err != nil {
 		return Retryablef(op, err, "%v", err)
 	}
+	rec.CommitID, rec.BootID = uuid.NewString(), p.bootID
 	data, err := jsonMarshal(rec)
 	if err != nil {
 		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
 	}
-	if err := p.writeFile(p.commitPath(key), data); err != nil {
+	if err := p.writeCommit(key, data); err != nil {
 		return Retryablef(op, err, "write commit record: %v", err)
 	}
 	if err := p.apply(ctx, g, rec); err != nil {

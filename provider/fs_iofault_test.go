@@ -11,32 +11,41 @@ import (
 )
 
 // TestAckIOFaultChangesNothing injects an I/O error at each step of an ack
-// before and at its commit point. The ack must fail with a retryable error,
-// leave no visible trace (history, queues, commit records, staged files),
-// keep the lock (a fetch sees nothing), and succeed with the same token once
-// the fault is gone.
+// before and at its commit point, in both commit modes. The ack must fail
+// with a retryable error, leave no visible trace (history, queues, commit
+// records, staged files), keep the lock (a fetch sees nothing), and succeed
+// with the same token once the fault is gone. A failed barrier is fatal to
+// the process (fs_barrier.go): the retry then needs a reopened provider.
 func TestAckIOFaultChangesNothing(t *testing.T) {
 	eio := syscall.EIO
 	cases := []struct {
+		mode CommitSync
 		name string
 		op   string
 		nth  int
 	}{
-		{"stage write fails (ENOSPC)", "write", 1},
-		{"stage fsync fails", "sync", 1},
-		{"stage rename fails", "rename", 1},
-		{"queue dir fsync after staging fails", "syncdir", 1},
-		{"commit record write fails", "write", 2},
-		{"commit record fsync fails", "sync", 2},
-		{"commit record rename fails", "rename", 2},
-		{"commits dir fsync fails (record already renamed)", "syncdir", 2},
+		{CommitPerFile, "stage write fails (ENOSPC)", "write", 1},
+		{CommitPerFile, "stage fsync fails", "sync", 1},
+		{CommitPerFile, "stage rename fails", "rename", 1},
+		{CommitPerFile, "queue dir fsync after staging fails", "syncdir", 1},
+		{CommitPerFile, "commit record write fails", "write", 2},
+		{CommitPerFile, "commit record fsync fails", "sync", 2},
+		{CommitPerFile, "commit record rename fails", "rename", 2},
+		{CommitPerFile, "commits dir fsync fails (record already renamed)", "syncdir", 2},
+		{CommitBarrier, "stage write fails (ENOSPC)", "write", 1},
+		{CommitBarrier, "stage rename fails", "rename", 1},
+		{CommitBarrier, "commit record write fails", "write", 2},
+		{CommitBarrier, "barrier fails", "syncfs", 1},
+		{CommitBarrier, "commit record rename fails", "rename", 2},
+		{CommitBarrier, "commits dir fsync fails (record already renamed)", "syncdir", 1},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.mode.String()+"/"+c.name, func(t *testing.T) {
 			ctx := context.Background()
 			mem := vfs.NewStrictMem()
 			mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
-			p := openT(t, "/d", Options{FS: mem, SweepInterval: -1})
+			opts := Options{FS: mem, SweepInterval: -1, CommitSync: c.mode}
+			p := openT(t, "/d", opts)
 			createInstance(t, p, "io")
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "io", Name: "e", Data: "1"}, 0))
 			it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
@@ -46,15 +55,16 @@ func TestAckIOFaultChangesNothing(t *testing.T) {
 			ev := started("io")
 			ev.EventID, ev.Kind = 2, ExternalEvent{Name: "e", Data: "1"}
 			out := []WorkItem{ExternalRaised{Instance: "other", Name: "x", Data: "y"}}
-			ack := func() error {
+			ack := func(p *FSProvider) error {
 				return p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, out, ExecutionMetadata{}, nil)
 			}
+			recordBefore, _ := mem.ReadFile("/d/commits/io.json") // barrier mode: the previous turn's, until cleaned
 			var injected error = eio
 			if c.op == "write" && c.nth == 1 {
 				injected = syscall.ENOSPC
 			}
 			mem.InjectError(c.op, c.nth, injected)
-			err = ack()
+			err = ack(p)
 			mem.ClearFaults()
 			if err == nil {
 				t.Fatal("ack succeeded despite the injected fault")
@@ -65,8 +75,13 @@ func TestAckIOFaultChangesNothing(t *testing.T) {
 			if h, _ := p.Read(ctx, "io"); len(h) != 1 {
 				t.Errorf("history has %d events after a failed ack, want 1", len(h))
 			}
-			if names, _ := mem.ReadDirNames("/d/commits"); len(names) != 0 {
-				t.Errorf("commit records left: %v", names)
+			names, _ := mem.ReadDirNames("/d/commits")
+			recordAfter, _ := mem.ReadFile("/d/commits/io.json")
+			// The previous record may go only once the barrier covered its
+			// apply: when the fault hit after the barrier and our rename.
+			replacedAfterBarrier := c.mode == CommitBarrier && c.op == "syncdir" && recordAfter == nil
+			if len(names) > 1 || (string(recordAfter) != string(recordBefore) && !replacedAfterBarrier) {
+				t.Errorf("commit records changed by a failed ack: %v", names)
 			}
 			if s, _ := p.orchQ.Staged(); len(s) != 0 {
 				t.Errorf("staged messages left: %v", s)
@@ -74,8 +89,16 @@ func TestAckIOFaultChangesNothing(t *testing.T) {
 			if again, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil); err != nil || again != nil {
 				t.Errorf("fetch after a failed ack = %+v, %v; want nothing (the lock stays)", again, err)
 			}
+			if c.op == "syncfs" {
+				// The process is poisoned: every commit fails until reopened.
+				if err := ack(p); !errors.Is(err, ErrSyncFailed) || !IsRetryable(err) {
+					t.Errorf("ack after a failed barrier = %v; want a retryable ErrSyncFailed", err)
+				}
+				mustNoErr(t, p.Close())
+				p = openT(t, "/d", opts)
+			}
 			// The fault cleared, the same token commits the turn exactly once.
-			mustNoErr(t, ack())
+			mustNoErr(t, ack(p))
 			if h, _ := p.Read(ctx, "io"); len(h) != 2 {
 				t.Errorf("history has %d events after the retried ack, want 2", len(h))
 			}

@@ -10,12 +10,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durofs/durofs/internal/crashcheck"
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // Multi-process tests: the test binary re-executes itself as helper
@@ -522,8 +526,8 @@ func TestMultiprocess(t *testing.T) {
 				t.Fatalf("history = %d events (%v), want only B's event 1", len(h), err)
 			}
 			// And the stale ack left no trace: no pending commit, no staged files.
-			if names, _ := p.fs.ReadDirNames(p.dir + "/commits"); len(names) != 0 {
-				t.Errorf("commits/ not empty: %v", names)
+			if names := pendingCommits(t, p.fs, p.dir); len(names) != 0 {
+				t.Errorf("pending commit records: %v", names)
 			}
 		})
 	})
@@ -631,9 +635,31 @@ func TestMultiprocess(t *testing.T) {
 			if it, err := q.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil); err != nil || it != nil {
 				t.Fatalf("the consumed batch is still fetchable after recovery: %+v %v", it, err)
 			}
+			if names := pendingCommits(t, q.fs, q.dir); len(names) != 0 {
+				t.Errorf("pending commit records after recovery: %v", names)
+			}
+			mustNoErr(t, q.Close()) // the cleaner's last barrier, then removal
 			if names, _ := q.fs.ReadDirNames(q.dir + "/commits"); len(names) != 0 {
-				t.Errorf("commits/ not empty after recovery: %v", names)
+				t.Errorf("commits/ not empty after Close: %v", names)
 			}
 		})
 	})
+}
+
+// pendingCommits lists the commit records in dir whose apply has not
+// finished: barrier mode leaves applied records for its cleaner, and those
+// are not pending.
+func pendingCommits(t *testing.T, fsys vfs.FS, dir string) []string {
+	t.Helper()
+	names, err := fsys.ReadDirNames(filepath.Join(dir, "commits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		if !vfs.IsTemp(n) && !crashcheck.RecordApplied(fsys, dir, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

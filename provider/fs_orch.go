@@ -29,6 +29,9 @@ type orchState struct {
 	Batch    []string          `json:"batch,omitempty"`
 	Attempts map[string]uint32 `json:"attempts,omitempty"`
 	Delayed  map[string]int64  `json:"delayed,omitempty"`
+	// Applied is the commit id of the instance's last commit record whose
+	// apply ran to its end (barrier mode's "applied" marker, fs_barrier.go).
+	Applied string `json:"applied,omitempty"`
 }
 
 func decodeOrchState(l lease.Lease) orchState {
@@ -49,7 +52,7 @@ func decodeOrchState(l lease.Lease) orchState {
 }
 
 func (st orchState) encode() json.RawMessage {
-	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 {
+	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 && st.Applied == "" {
 		return nil
 	}
 	b, _ := jsonMarshal(st)

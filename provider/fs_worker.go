@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/internal/failpoint"
 )
 
@@ -208,11 +210,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			if err != nil {
 				return Permanentf(op, ErrInvalidWorkItem, "encode completion: %v", err)
 			}
-			if err := p.orchQ.Stage(m); err != nil {
-				_ = p.orchQ.Unstage(m.Name)
-				return Retryablef(op, err, "stage completion: %v", err)
-			}
-			if err := p.orchQ.SyncDir(); err != nil {
+			if err := p.stageCompletion(m); err != nil {
 				_ = p.orchQ.Unstage(m.Name)
 				return Retryablef(op, err, "stage completion: %v", err)
 			}
@@ -220,18 +218,23 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			failpoint.Hit("workack.after_stage")
 		}
 		raw, _ := json.Marshal(data)
+		held := c
 		c.State, c.Data = claimStateAcked, raw
-		if err := g.Write(c); err != nil {
-			// The claim write is the commit point; failed, the ack did not
-			// happen (the staged completion is swept later).
-			if data.Completion != "" {
+		if err := p.commitClaim(g, c); err != nil {
+			// The claim write is the commit point. If only its directory
+			// fsync failed, the acked claim is visible with unknown
+			// durability: put the held claim back so that no recovery
+			// finishes an ack we report as failed. Unstage the completion
+			// only once that worked (else a surviving acked claim still
+			// finds its completion to publish).
+			if g.Write(held) == nil && data.Completion != "" {
 				_ = p.orchQ.Unstage(data.Completion)
 			}
 			return Retryablef(op, err, "commit work ack: %v", err)
 		}
 		afterCommitPoint("work_ack")
 		failpoint.Hit("workack.after_claim_commit")
-		if err := p.finishWorkAck(name, data); err != nil {
+		if err := p.finishWorkAck(name, c.Token, data); err != nil {
 			p.log.Warn("durofs: work ack committed, cleanup deferred to recovery", "item", name, "err", err)
 			p.stats.applyDeferred.Add(1)
 		}
@@ -251,25 +254,57 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	return nil
 }
 
+// stageCompletion stages a work ack's completion: fsynced with its
+// directory in per-file mode, unsynced in barrier mode (the commit's
+// barrier covers it).
+func (p *FSProvider) stageCompletion(m fsqueue.Message) error {
+	if p.barrier != nil {
+		return p.orchQ.StageDeferred(m)
+	}
+	if err := p.orchQ.Stage(m); err != nil {
+		return err
+	}
+	return p.orchQ.SyncDir()
+}
+
+// commitClaim writes the acked claim, the work ack's commit point: a
+// durable replace in per-file mode; in barrier mode one barrier (covering
+// the staged completion too) and a claims-directory fsync.
+func (p *FSProvider) commitClaim(g *fsqueue.ClaimGuard, c fsqueue.Claim) error {
+	if p.barrier != nil {
+		return g.Commit(c, p.barrier.Sync)
+	}
+	return g.Write(c)
+}
+
 // finishWorkAck applies a committed work ack (idempotent; the caller holds
 // the claim's shard flock). Order matters for power loss: the completion is
 // published and its directory synced; then the item is deleted and the
 // worker directory synced; only then the acked claim (the commit record)
 // goes. A claim that reappears after a power loss is applied again: Publish
-// finds nothing staged, Delete finds nothing.
-func (p *FSProvider) finishWorkAck(name string, data workAckData) error {
+// finds nothing staged, Delete finds nothing. In barrier mode nothing is
+// synced and the acked claim stays until a later barrier covers this
+// apply; then the cleaner removes it (fs_barrier.go).
+func (p *FSProvider) finishWorkAck(name, token string, data workAckData) error {
 	if data.Completion != "" {
 		if _, err := p.orchQ.Publish(data.Completion); err != nil {
 			return fmt.Errorf("publish completion: %w", err)
 		}
 		failpoint.Hit("workack.after_publish")
-		if err := p.orchQ.SyncDir(); err != nil {
-			return fmt.Errorf("sync orchestrator queue: %w", err)
+		if p.barrier == nil {
+			if err := p.orchQ.SyncDir(); err != nil {
+				return fmt.Errorf("sync orchestrator queue: %w", err)
+			}
 		}
 		failpoint.Hit("workack.after_publish_sync")
 	}
 	if err := p.workQ.DeleteMessage(name); err != nil {
 		return fmt.Errorf("delete work item: %w", err)
+	}
+	if p.barrier != nil {
+		failpoint.Hit("workack.after_message_delete")
+		p.scheduleCleanup(true, name, token)
+		return nil
 	}
 	if err := p.workQ.SyncDir(); err != nil {
 		return fmt.Errorf("sync worker queue: %w", err)
@@ -283,6 +318,27 @@ func (p *FSProvider) finishWorkAck(name string, data workAckData) error {
 		return fmt.Errorf("sync claims: %w", err)
 	}
 	return nil
+}
+
+// workAckApplied reports whether an acked claim's apply has finished: its
+// work item is gone and its completion is no longer staged. (Barrier mode
+// keeps such claims until a later barrier covers the apply.)
+func (p *FSProvider) workAckApplied(name string, c fsqueue.Claim) bool {
+	if c.State != claimStateAcked {
+		return false
+	}
+	if _, err := p.fs.Lstat(filepath.Join(p.workQ.Dir(), name+".json")); !vfs.IsNotExist(err) {
+		return false
+	}
+	var data workAckData
+	if err := json.Unmarshal(c.Data, &data); err != nil {
+		return false
+	}
+	if data.Completion == "" {
+		return true
+	}
+	_, err := p.fs.Lstat(filepath.Join(p.orchQ.Dir(), ".staged-"+data.Completion+".json"))
+	return vfs.IsNotExist(err)
 }
 
 // finishAckedClaims completes work acks whose cleanup was interrupted.
@@ -302,7 +358,7 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 			_ = json.Unmarshal(c.Data, &data)
 			n++
 			failpoint.Hit("workack.redo_start")
-			return p.finishWorkAck(name, data)
+			return p.finishWorkAck(name, c.Token, data)
 		})
 		if err != nil {
 			return n, err

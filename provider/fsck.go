@@ -672,6 +672,11 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 		}
 		return true
 	}
+	if r.p.appliedRecordOnDisk(ctx, key, &rec) {
+		// Barrier mode: applied in this boot, waiting for a cleaner to
+		// remove it after the next barrier (fs_barrier.go). Not a finding.
+		return false
+	}
 	f := r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(&rec))
 	f.Action = "fsck --repair (or any durofs process's recovery) applies it"
 	if r.repair && g != nil {
@@ -1300,6 +1305,8 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 		}
 		_, serr := r.p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+name+".json"))
 		switch {
+		case c.State != "" && qname == "worker" && r.p.workAckApplied(name, c):
+			// Barrier mode: applied, waiting for a cleaner (fs_barrier.go).
 		case c.State != "" && qname == "worker":
 			var data workAckData
 			_ = json.Unmarshal(c.Data, &data)
@@ -1309,7 +1316,7 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 			}
 			f.Action = "fsck --repair (or any durofs process's recovery) finishes it"
 			if r.repair {
-				r.fixed(f, r.p.finishWorkAck(name, data), "finished: completion published, item and claim deleted")
+				r.fixed(f, r.p.finishWorkAck(name, c.Token, data), "finished: completion published, item and claim deleted")
 			}
 		case !msgExists && vfs.IsNotExist(serr):
 			f := r.add(FsckOrphanClaim, SeverityWarning, path, "claim of a %s message that no longer exists", qname)

@@ -363,6 +363,9 @@ func (p *FSProvider) pendingCommit(name string) (PendingCommitInfo, bool) {
 		pc.Problem = fmt.Sprintf("%s: unparseable commit record: %v", path, err)
 		return pc, true
 	}
+	if p.appliedRecordOnDisk(context.Background(), name, &rec) {
+		return PendingCommitInfo{}, false // applied; a cleaner removes it (fs_barrier.go)
+	}
 	pc.Kind = rec.Kind
 	if pc.Kind == "" {
 		pc.Kind = "ack"
@@ -376,7 +379,9 @@ func (p *FSProvider) pendingCommit(name string) (PendingCommitInfo, bool) {
 	return pc, true
 }
 
-// PendingCommits lists the commit records in commits/ (normally none).
+// PendingCommits lists the commit records in commits/ whose apply has not
+// finished (normally none; barrier mode's applied records waiting for their
+// cleaner are not listed).
 func (p *FSProvider) PendingCommits(ctx context.Context) ([]PendingCommitInfo, error) {
 	dir := filepath.Join(p.dir, "commits")
 	names, err := p.fs.ReadDirNames(dir)

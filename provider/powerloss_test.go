@@ -48,20 +48,25 @@ type plRun struct {
 	mem      *vfs.MemFS
 	fs       vfs.FS       // what the provider uses: mem, or a wrapper of it
 	inflight atomic.Int64 // the step running now (0: Open)
+	mode     provider.CommitSync
 }
 
-// plWrap optionally wraps the MemFS the provider runs on.
-type plWrap func(*vfs.MemFS) vfs.FS
+// plCfg configures a sweep: the commit mode, and optionally a wrapper of
+// the MemFS the provider runs on.
+type plCfg struct {
+	mode provider.CommitSync
+	wrap func(*vfs.MemFS) vfs.FS
+}
 
-func newPLRun(wrap plWrap) *plRun {
+func newPLRun(cfg plCfg) *plRun {
 	mem := vfs.NewStrictMem()
 	if err := mem.MkdirAll(plDir, vfs.DirPerm); err != nil {
 		panic(err)
 	}
 	mem.MarkAllSynced() // the directory itself exists before the workload
-	r := &plRun{mem: mem, fs: mem}
-	if wrap != nil {
-		r.fs = wrap(mem)
+	r := &plRun{mem: mem, fs: mem, mode: cfg.mode}
+	if cfg.wrap != nil {
+		r.fs = cfg.wrap(mem)
 	}
 	return r
 }
@@ -79,7 +84,7 @@ var _ clock.Clock = skewClock{}
 // run runs the whole script. after, if set, is called after Open (step 0)
 // and after each step i.
 func (r *plRun) run(after func(i int) error) error {
-	p, err := provider.Open(plDir, provider.Options{FS: r.fs, SweepInterval: -1, Logger: quietLogger()})
+	p, err := provider.Open(plDir, provider.Options{FS: r.fs, SweepInterval: -1, Logger: quietLogger(), CommitSync: r.mode})
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
@@ -106,9 +111,9 @@ func (r *plRun) run(after func(i int) error) error {
 
 // plReference runs the script once and returns the state after Open (index
 // 0) and after each step, the sync count at the end of each, and the total.
-func plReference(t *testing.T, wrap plWrap) (ref []*crashcheck.Snapshot, syncsAt []int) {
+func plReference(t *testing.T, cfg plCfg) (ref []*crashcheck.Snapshot, syncsAt []int) {
 	t.Helper()
-	r := newPLRun(wrap)
+	r := newPLRun(cfg)
 	err := r.run(func(i int) error {
 		snap, err := crashcheck.Take(r.mem, plDir)
 		if err != nil {
@@ -139,11 +144,11 @@ type plResult struct {
 
 // powerLossSweep crashes the script at every sync point and checks each
 // crash image (see the file comment).
-func powerLossSweep(t *testing.T, wrap plWrap) plResult {
+func powerLossSweep(t *testing.T, cfg plCfg) plResult {
 	t.Helper()
-	ref, syncsAt := plReference(t, wrap)
+	ref, syncsAt := plReference(t, cfg)
 	// The sync points must be the same in every run, or k means nothing.
-	if _, again := plReference(t, wrap); !slices.Equal(syncsAt, again) {
+	if _, again := plReference(t, cfg); !slices.Equal(syncsAt, again) {
 		t.Fatalf("the script's sync points are not deterministic: %v vs %v", syncsAt, again)
 	}
 	total := syncsAt[len(syncsAt)-1]
@@ -158,7 +163,7 @@ func powerLossSweep(t *testing.T, wrap plWrap) plResult {
 		go func() {
 			defer wg.Done()
 			for k := range ks {
-				outcome, violation := plCrashAt(k, ref, wrap)
+				outcome, violation := plCrashAt(k, ref, cfg)
 				record(func() {
 					res.checked++
 					switch outcome {
@@ -193,8 +198,8 @@ func powerLossSweep(t *testing.T, wrap plWrap) plResult {
 // plCrashAt runs the script with a crash image taken at sync k, recovers the
 // image and checks it. It returns how the in-flight operation ended and a
 // violation ("" if none).
-func plCrashAt(k int, ref []*crashcheck.Snapshot, wrap plWrap) (outcome, violation string) {
-	r := newPLRun(wrap)
+func plCrashAt(k int, ref []*crashcheck.Snapshot, cfg plCfg) (outcome, violation string) {
+	r := newPLRun(cfg)
 	var image *vfs.MemFS
 	var step int
 	r.mem.OnSync(func(n int) {
@@ -217,7 +222,7 @@ func plCrashAt(k int, ref []*crashcheck.Snapshot, wrap plWrap) (outcome, violati
 	}
 
 	// Recovery: a new provider opens the crash image.
-	p, err := provider.Open(plDir, provider.Options{FS: image, SweepInterval: -1, Logger: quietLogger(), Clock: skewClock{time.Hour}})
+	p, err := provider.Open(plDir, provider.Options{FS: image, SweepInterval: -1, Logger: quietLogger(), Clock: skewClock{time.Hour}, CommitSync: r.mode})
 	if err != nil {
 		return fail("recovery (Open) failed: %v", err)
 	}
@@ -286,35 +291,43 @@ func (res plResult) report(t *testing.T, label string, d time.Duration) {
 }
 
 // TestPowerLossAtEverySyncPoint runs the power-loss sweep (see the file
-// comment) and fails on any violation. (It found that instances/<key> was
-// never made durable when the lease store created it; mkdirDurable now
-// syncs the parent of every directory it vouches for.)
+// comment) in both commit modes and fails on any violation. (It found that
+// instances/<key> was never made durable when the lease store created it;
+// mkdirDurable now syncs the parent of every directory it vouches for.)
 func TestPowerLossAtEverySyncPoint(t *testing.T) {
-	start := time.Now()
-	res := powerLossSweep(t, nil)
-	res.report(t, "provider as is", time.Since(start))
-	if len(res.violations) > 0 {
-		t.Fatalf("%d crash states violate an invariant", len(res.violations))
+	for _, mode := range []provider.CommitSync{provider.CommitPerFile, provider.CommitBarrier} {
+		start := time.Now()
+		res := powerLossSweep(t, plCfg{mode: mode})
+		res.report(t, mode.String()+" commits", time.Since(start))
+		if len(res.violations) > 0 {
+			t.Errorf("%s commits: %d crash states violate an invariant", mode, len(res.violations))
+		}
 	}
 }
 
-// TestPowerLossSimulationIsSharp skips one directory fsync in the provider
-// (the queue directories after staging an ack's messages) and requires the
-// power-loss sweep to notice: the baseline has no violations, so every
-// violation of the weakened run is the knob's.
+// TestPowerLossSimulationIsSharp weakens the provider at one sync site per
+// commit mode and requires the power-loss sweep to notice: the baseline has
+// no violations, so every violation of the weakened run is the knob's.
+// Per-file mode skips the queue-directory fsync after staging an ack's
+// messages; barrier mode skips the barrier before the commit point.
 func TestPowerLossSimulationIsSharp(t *testing.T) {
-	start := time.Now()
-	base := powerLossSweep(t, nil)
-	base.report(t, "baseline", time.Since(start))
-	restore := provider.SetSkipSyncDirForTest("stage")
-	defer restore()
-	start = time.Now()
-	weak := powerLossSweep(t, nil)
-	weak.report(t, "staging directory fsync skipped", time.Since(start))
-	if len(base.violations) > 0 {
-		t.Fatalf("baseline has %d violations", len(base.violations))
-	}
-	if len(weak.violations) <= len(base.violations) {
-		t.Fatalf("the power-loss simulation did not notice a skipped directory fsync (%d violations, baseline %d)", len(weak.violations), len(base.violations))
+	for _, c := range []struct {
+		mode provider.CommitSync
+		site string
+	}{{provider.CommitPerFile, "stage"}, {provider.CommitBarrier, "barrier"}} {
+		start := time.Now()
+		base := powerLossSweep(t, plCfg{mode: c.mode})
+		base.report(t, c.mode.String()+" baseline", time.Since(start))
+		restore := provider.SetSkipSyncDirForTest(c.site)
+		start = time.Now()
+		weak := powerLossSweep(t, plCfg{mode: c.mode})
+		restore()
+		weak.report(t, c.mode.String()+" with the "+c.site+" sync skipped", time.Since(start))
+		if len(base.violations) > 0 {
+			t.Fatalf("%s baseline has %d violations", c.mode, len(base.violations))
+		}
+		if len(weak.violations) <= len(base.violations) {
+			t.Errorf("the power-loss simulation did not notice the skipped %s sync (%d violations, baseline %d)", c.site, len(weak.violations), len(base.violations))
+		}
 	}
 }

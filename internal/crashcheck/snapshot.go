@@ -59,11 +59,17 @@ type Garbage struct {
 	Temps int
 	// OrphanClaims counts worker claims whose message is gone.
 	OrphanClaims int
+	// Applied counts commit records and acked claims whose apply finished
+	// and which wait for removal after the next file-system barrier (barrier
+	// commit mode): an instance record whose commit id the instance's lease
+	// marks applied, or an acked claim whose message is gone and whose
+	// completion is no longer staged.
+	Applied int
 }
 
 // String formats g compactly.
 func (g Garbage) String() string {
-	return fmt.Sprintf("staged=%d temps=%d orphan_claims=%d", g.Staged, g.Temps, g.OrphanClaims)
+	return fmt.Sprintf("staged=%d temps=%d orphan_claims=%d applied=%d", g.Staged, g.Temps, g.OrphanClaims, g.Applied)
 }
 
 // Take reads the directory dir of fsys. Unreadable files are reported as
@@ -300,11 +306,24 @@ func (s *Snapshot) readQueue(fsys vfs.FS, qdir, queue string) error {
 		}
 		var c struct {
 			State string `json:"state"`
+			Data  struct {
+				Completion string `json:"completion"`
+			} `json:"data"`
 		}
+		msgGone := !present[strings.TrimSuffix(n, msgSuffix)]
 		if err := json.Unmarshal(data, &c); err == nil && c.State != "" {
+			staged := false
+			if c.Data.Completion != "" {
+				_, err := fsys.Lstat(filepath.Join(filepath.Dir(qdir), "orchestrator", stagedPrefix+c.Data.Completion+msgSuffix))
+				staged = err == nil
+			}
+			if msgGone && !staged {
+				s.Garbage.Applied++
+				continue
+			}
 			s.problem("queue %s: claim %s is %q: a work ack was never finished", queue, n, c.State)
 		}
-		if !present[strings.TrimSuffix(n, msgSuffix)] {
+		if msgGone {
 			s.Garbage.OrphanClaims++
 		}
 	}
@@ -321,9 +340,41 @@ func (s *Snapshot) readCommits(fsys vfs.FS, cdir string) error {
 			s.Garbage.Temps++
 			continue
 		}
+		if RecordApplied(fsys, filepath.Dir(cdir), n) {
+			s.Garbage.Applied++
+			continue
+		}
 		s.problem("pending commit record commits/%s", n)
 	}
 	return nil
+}
+
+// RecordApplied reports whether commits/<name> is an instance's commit
+// record that its lease marks applied (barrier mode leaves such records for
+// a cleaner).
+func RecordApplied(fsys vfs.FS, dir, name string) bool {
+	key, ok := strings.CutSuffix(name, msgSuffix)
+	if !ok {
+		return false
+	}
+	var rec struct {
+		CommitID string `json:"commit_id"`
+		Kind     string `json:"kind"`
+	}
+	data, err := fsys.ReadFile(filepath.Join(dir, "commits", name))
+	if err != nil || json.Unmarshal(data, &rec) != nil || rec.CommitID == "" || rec.Kind != "" {
+		return false
+	}
+	var l struct {
+		Data struct {
+			Applied string `json:"applied"`
+		} `json:"data"`
+	}
+	data, err = fsys.ReadFile(filepath.Join(dir, "instances", key, "lease.json"))
+	if err != nil || json.Unmarshal(data, &l) != nil {
+		return false
+	}
+	return l.Data.Applied == rec.CommitID
 }
 
 // Duplicates returns the facts that occur more than once. In a workload whose

@@ -31,7 +31,7 @@ var memEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 var memOps = map[string]bool{
 	"open": true, "read": true, "write": true, "sync": true, "syncdir": true,
 	"truncate": true, "rename": true, "link": true, "remove": true,
-	"mkdir": true, "readdir": true,
+	"mkdir": true, "readdir": true, "syncfs": true,
 }
 
 // MemFS is an in-memory, strict implementation of [FS] for power-loss
@@ -94,6 +94,7 @@ type MemFS struct {
 	mu     sync.Mutex
 	root   *memNode
 	gen    uint64 // bumped by Crash; handles of an older generation are dead
+	boots  uint64 // the simulated machine's boot count (BootID)
 	clock  int64
 	syncs  int
 	onSync func(n int)
@@ -399,6 +400,7 @@ func (m *MemFS) Crash() {
 	defer m.mu.Unlock()
 	m.resetToSynced()
 	m.gen++
+	m.boots++
 	for _, l := range m.locks {
 		close(l.done)
 	}
@@ -467,7 +469,7 @@ func (m *MemFS) CrashClone() *MemFS {
 		nd.syncedChildren = maps.Clone(nd.children)
 		return nd
 	}
-	return &MemFS{root: walk(m.root), clock: m.clock, locks: map[string]*memLock{}}
+	return &MemFS{root: walk(m.root), clock: m.clock, boots: m.boots + 1, locks: map[string]*memLock{}}
 }
 
 // MarkAllSynced makes the whole current tree durable, as if every file and
@@ -476,6 +478,34 @@ func (m *MemFS) CrashClone() *MemFS {
 func (m *MemFS) MarkAllSynced() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.syncAll()
+}
+
+// SyncFS implements [BarrierFS]: the whole current tree becomes durable
+// (the simulated file system holds everything under "/"). It is a sync
+// point ([MemFS.OnSync]) and can be failed with InjectError("syncfs", ...).
+func (m *MemFS) SyncFS(dir string) error {
+	m.mu.Lock()
+	if err := m.faultErr("syncfs"); err != nil {
+		m.mu.Unlock()
+		return memPathErr("syncfs", dir, err)
+	}
+	m.syncAll()
+	m.synced() // unlocks
+	return nil
+}
+
+// BootID implements [BarrierFS]: it changes with every [MemFS.Crash], and a
+// [MemFS.CrashClone] starts a new boot.
+func (m *MemFS) BootID() (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("memfs-boot-%d", m.boots), nil
+}
+
+// syncAll makes every reachable file's data and directory's entries
+// durable. m.mu must be held.
+func (m *MemFS) syncAll() {
 	seen := map[*memNode]bool{}
 	var walk func(n *memNode)
 	walk = func(n *memNode) {

@@ -31,14 +31,15 @@ func (noSyncFile) Sync() error { return nil }
 type Counts struct {
 	FileSyncs int64 // File.Sync calls
 	DirSyncs  int64 // SyncDir calls
+	FSSyncs   int64 // SyncFS calls (file-system barriers)
 }
 
-// Total is FileSyncs + DirSyncs.
-func (c Counts) Total() int64 { return c.FileSyncs + c.DirSyncs }
+// Total is FileSyncs + DirSyncs + FSSyncs: every call that waits for the disk.
+func (c Counts) Total() int64 { return c.FileSyncs + c.DirSyncs + c.FSSyncs }
 
 // Sub returns c - o.
 func (c Counts) Sub(o Counts) Counts {
-	return Counts{FileSyncs: c.FileSyncs - o.FileSyncs, DirSyncs: c.DirSyncs - o.DirSyncs}
+	return Counts{FileSyncs: c.FileSyncs - o.FileSyncs, DirSyncs: c.DirSyncs - o.DirSyncs, FSSyncs: c.FSSyncs - o.FSSyncs}
 }
 
 // CountingFS counts fsyncs of files and directories passing through it.
@@ -46,6 +47,7 @@ type CountingFS struct {
 	FS
 	fileSyncs atomic.Int64
 	dirSyncs  atomic.Int64
+	fsSyncs   atomic.Int64
 }
 
 // Counting wraps inner and counts its fsyncs exactly.
@@ -53,7 +55,7 @@ func Counting(inner FS) *CountingFS { return &CountingFS{FS: inner} }
 
 // Counts returns the counts so far.
 func (c *CountingFS) Counts() Counts {
-	return Counts{FileSyncs: c.fileSyncs.Load(), DirSyncs: c.dirSyncs.Load()}
+	return Counts{FileSyncs: c.fileSyncs.Load(), DirSyncs: c.dirSyncs.Load(), FSSyncs: c.fsSyncs.Load()}
 }
 
 // OpenFile implements FS.

@@ -66,15 +66,44 @@ func TestCrashPointSweep(t *testing.T) {
 	if err != nil {
 		t.Skip("go tool not found: cannot build the failpoint worker")
 	}
-	start := time.Now()
-	work := t.TempDir()
-	bin := filepath.Join(work, "fpworker")
+	bin := filepath.Join(t.TempDir(), "fpworker")
 	build := exec.Command(goTool, "build", "-tags", "crashtest", "-o", bin, "./internal/fpworker")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags crashtest: %v\n%s", err, out)
 	}
+	// Both commit modes: each has failpoints only it reaches, and every
+	// failpoint must be swept in at least one of them.
+	swept := map[string]bool{}
+	for _, mode := range []provider.CommitSync{provider.CommitPerFile, provider.CommitBarrier} {
+		t.Run(mode.String(), func(t *testing.T) {
+			for name := range sweepMode(t, bin, mode) {
+				swept[name] = true
+			}
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	static := providerFailpoints(t)
+	for _, name := range static {
+		if !swept[name] {
+			t.Errorf("failpoint %q is in the provider but was never swept: make the crash script or a seed reach it", name)
+		}
+	}
+	for name := range swept {
+		if !slices.Contains(static, name) {
+			t.Errorf("failpoint %q was hit but is not a failpoint.Hit literal in provider/*.go", name)
+		}
+	}
+}
 
-	s := &sweep{t: t, bin: bin, work: work, ref: reference(t, filepath.Join(work, "ref"))}
+// sweepMode runs the crash-point sweep with the given commit mode and
+// returns the failpoints it swept.
+func sweepMode(t *testing.T, bin string, mode provider.CommitSync) map[string]bool {
+	start := time.Now()
+	work := t.TempDir()
+	s := &sweep{t: t, bin: bin, work: work, mode: mode}
+	s.ref = reference(t, filepath.Join(work, "ref"), mode)
 
 	// Discovery: one clean run that lists every failpoint hit, by step.
 	listPath := filepath.Join(work, "list")
@@ -161,23 +190,11 @@ func TestCrashPointSweep(t *testing.T) {
 	if bad > 0 {
 		t.Errorf("%d of %d crash runs violated an invariant (table above)", bad, len(cases)+len(rcases))
 	}
-
-	// Coverage: every failpoint in the provider's source must have been swept.
 	swept := map[string]bool{}
 	for _, c := range append(cases, rcases...) {
 		swept[c.point] = true
 	}
-	static := providerFailpoints(t)
-	for _, name := range static {
-		if !swept[name] {
-			t.Errorf("failpoint %q is in the provider but was never swept: make the crash script or a seed reach it", name)
-		}
-	}
-	for name := range swept {
-		if !slices.Contains(static, name) {
-			t.Errorf("failpoint %q was hit but is not a failpoint.Hit literal in provider/*.go", name)
-		}
-	}
+	return swept
 }
 
 // sweep holds what every crash run shares.
@@ -186,6 +203,7 @@ type sweep struct {
 	bin  string
 	work string
 	ref  []*crashcheck.Snapshot // ref[i] = state after step i (ref[0]: after open)
+	mode provider.CommitSync
 	mu   sync.Mutex
 	n    int
 }
@@ -256,7 +274,7 @@ func (s *sweep) run(dir string, env []string, args ...string) (string, string) {
 		args = append(args, "-nosync")
 	}
 	cmd := exec.CommandContext(ctx, s.bin, args...)
-	cmd.Env = append(os.Environ(), envFailpoint+"=", envList+"=")
+	cmd.Env = append(os.Environ(), envFailpoint+"=", envList+"=", "DUROFS_COMMIT_SYNC="+s.mode.String())
 	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -379,7 +397,7 @@ func (s *sweep) check(c *sweepCase, snap *crashcheck.Snapshot) bool {
 }
 
 func (s *sweep) recoverAndSnapshot(c *sweepCase, dir string) *crashcheck.Snapshot {
-	p, err := provider.Open(dir, testOptions())
+	p, err := provider.Open(dir, testOptions(s.mode))
 	if err != nil {
 		c.fail("recovery (Open) failed: %v", err)
 		return nil
@@ -410,15 +428,15 @@ func (s *sweep) snapshot(dir string) *crashcheck.Snapshot {
 	return snap
 }
 
-func testOptions() provider.Options {
-	return provider.Options{SweepInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+func testOptions(mode provider.CommitSync) provider.Options {
+	return provider.Options{SweepInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), CommitSync: mode}
 }
 
 // reference runs the script in this process and returns the state after
 // opening (index 0) and after each step.
-func reference(t *testing.T, dir string) []*crashcheck.Snapshot {
+func reference(t *testing.T, dir string, mode provider.CommitSync) []*crashcheck.Snapshot {
 	t.Helper()
-	p, err := provider.Open(dir, testOptions())
+	p, err := provider.Open(dir, testOptions(mode))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,12 @@ func main() {
 	if *nosync {
 		opts.Durability = provider.ProcessCrashSafe
 	}
+	switch os.Getenv("DUROFS_COMMIT_SYNC") {
+	case "per-file":
+		opts.CommitSync = provider.CommitPerFile
+	case "barrier":
+		opts.CommitSync = provider.CommitBarrier
+	}
 	p, err := provider.Open(*dir, opts)
 	if err != nil {
 		fmt.Printf("error open %v\n", err)

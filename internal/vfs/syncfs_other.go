@@ -1,0 +1,7 @@
+//go:build !linux
+
+package vfs
+
+func syncFS(string) error { return ErrNoBarrier }
+
+func bootID() (string, error) { return "", ErrNoBarrier }
