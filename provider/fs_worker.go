@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/fsqueue"
-	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/internal/failpoint"
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // workerMessage builds the queue message for an ActivityExecute. Its

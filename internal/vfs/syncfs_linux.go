@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -29,7 +30,17 @@ func syncFS(dir string) error {
 	return nil
 }
 
+// bootOnce reads the boot id, and refuses kernels older than 5.8, whose
+// syncfs(2) does not report writeback errors (a barrier that cannot fail
+// proves nothing).
 var bootOnce = sync.OnceValues(func() (string, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "", err
+	}
+	if !kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 8) {
+		return "", ErrNoBarrier
+	}
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return "", err
@@ -42,3 +53,13 @@ var bootOnce = sync.OnceValues(func() (string, error) {
 })
 
 func bootID() (string, error) { return bootOnce() }
+
+// kernelAtLeast reports whether a kernel release string ("6.18.44-fc")
+// is at least major.minor.
+func kernelAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(release, "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
+}
