@@ -43,10 +43,29 @@
 //     state there), omitted when empty. Acquire, Renew and Release preserve it;
 //     only [Guard.Write] replaces it.
 //
-// Unknown fields are ignored on read and dropped by the next write. A lease
-// file that is not a JSON object of this shape is corrupt: [Guard.Read] reports
-// [ErrCorrupt], and [Guard.Acquire] treats it as free and overwrites it, taking
-// the fence from its minFence argument (the file cannot tell us the old fence).
+// Unknown fields are ignored on read and dropped by the next write.
+//
+// # Unparseable lease files
+//
+// A lease file that is not a JSON object of this shape (empty, NUL bytes
+// after a power loss in process-crash-safe mode, truncated, wrong field
+// types, damaged from outside) is corrupt, and the rule is:
+//
+//   - [Guard.Read] and [Store.Inspect] report an error wrapping [ErrCorrupt];
+//   - nobody can prove they hold it: [Guard.Renew] and [Guard.Release]
+//     refuse every token with [ErrNotHolder] (also wrapping [ErrCorrupt]) and
+//     write nothing;
+//   - [Guard.Acquire] treats it as free and overwrites it with a fresh lease
+//     whose fence is minFence+1 and whose Data is empty (the file cannot
+//     tell the old fence or data).
+//
+// This is safe because the decision is made under the flock: one Acquire
+// wins and every later caller sees its (valid) lease as held. A holder whose
+// lease file was damaged loses the lease and fails on its next Renew or
+// Release. Its fence may equal the rescuer's (if minFence is below it), so
+// the token, not the fence, is what rejects it; fences stay monotonic as
+// long as callers pass their durable state's highest fence as minFence.
+// Liveness is bounded too: a corrupt file never blocks a resource.
 //
 // # Crash analysis
 //
