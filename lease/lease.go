@@ -104,9 +104,33 @@
 // state (for example the last fence written to a history). That is why
 // Acquire takes minFence.
 //
-// Leases assume a single host's wall clock. A clock step forward expires leases
-// early and a step back extends them; callers use TTLs with margin and rely on
-// fences to detect zombie writers.
+// # Clock steps
+//
+// Leases assume a single host's wall clock, and expiry is judged by the clock
+// of the process that decides, read under the flock. Who may change a lease
+// never depends on the clock - that is the flock, the token and the fence -
+// only when a lease stops being held does. When the host's clock steps by Δ:
+//
+//   - Forward: every lease's remaining time shrinks by Δ. A lease may expire
+//     while its holder still works, and another caller may Acquire it (new
+//     token, higher fence). From then on the old holder's Renew and Release
+//     fail with [ErrNotHolder] whatever its own clock says, and a caller that
+//     commits under the flock after checking its token (the provider's ack)
+//     is refused. A forward step can cost duplicated work, never two
+//     holders at once.
+//   - Back: every lease's remaining time grows by Δ. A live holder notices
+//     nothing. A dead holder's lease stays held until its expiry time comes
+//     round again: ttl + Δ of real time after its last Acquire or Renew.
+//
+// Renew computes the new expiry from the renewer's clock, so right after a
+// step back a renewal can set an earlier expiry than the one it replaces.
+//
+// The margin this is designed and tested for is a step of up to one lease
+// length (ttl) in either direction: then a lease whose holder died is free
+// again between 0 and 2×ttl of real time after its last Acquire or Renew.
+// Larger forward steps behave the same (every lease expires at once); a
+// larger step back extends the leases of dead holders by the whole step
+// (live holders still release theirs normally).
 package lease
 
 import (
