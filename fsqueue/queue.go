@@ -117,6 +117,9 @@ type Queue struct {
 	list   listCache
 	msgs   msgCache
 	claims claimCache
+
+	linkWarn   sync.Mutex // guards linkWarnAt (see symlink.go)
+	linkWarnAt time.Time
 }
 
 // listCache is the in-memory index of message headers.
@@ -748,7 +751,7 @@ func (q *Queue) indexLocked(name string) (added bool, err error) {
 		if vfs.IsNotExist(err) {
 			return false, nil // deleted since the readdir or the event
 		}
-		if errors.Is(err, errCorrupt) {
+		if errors.Is(err, errCorrupt) || errors.Is(err, vfs.ErrSymlink) {
 			q.log.Warn("fsqueue: skipping unreadable message file", "dir", q.dir, "name", name, "err", err)
 			c.bad[name] = struct{}{}
 			return false, nil

@@ -49,7 +49,10 @@
 //
 // A lease file that is not a JSON object of this shape (empty, NUL bytes
 // after a power loss in process-crash-safe mode, truncated, wrong field
-// types, damaged from outside) is corrupt, and the rule is:
+// types, damaged from outside) is corrupt, and so is a symbolic link in place
+// of the lease file when the FS refuses to follow it ([vfs.ErrSymlink]; a
+// replacing write renames over the link, never writing through it). The
+// rule is:
 //
 //   - [Guard.Read] and [Store.Inspect] report an error wrapping [ErrCorrupt];
 //   - nobody can prove they hold it: [Guard.Renew] and [Guard.Release]
@@ -332,6 +335,11 @@ func readLease(fsys vfs.FS, path string) (Lease, bool, error) {
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Lease{}, false, nil
+		}
+		if errors.Is(err, vfs.ErrSymlink) {
+			// A link planted in place of the lease file is not followed;
+			// it is unusable like an unparseable file, with the same rule.
+			return Lease{}, true, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return Lease{}, false, fmt.Errorf("lease: read %s: %w", path, err)
 	}

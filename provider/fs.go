@@ -100,6 +100,10 @@ type FSProvider struct {
 
 	// durableDirs are directories whose entries mkdirDurable made durable.
 	durableDirs sync.Map
+
+	// unusableWarned maps an instance key to when fetch last warned that it
+	// skips the instance (symlinks.go), to log once a minute, not per poll.
+	unusableWarned sync.Map
 }
 
 var _ Provider = (*FSProvider)(nil)
@@ -119,7 +123,7 @@ const FormatVersion = 1
 func Open(dir string, opts Options) (*FSProvider, error) {
 	p := newFSProvider(dir, opts, "")
 	if opts.FS == nil && !opts.AllowNetworkFS {
-		if err := (vfs.OS{}).MkdirAll(dir, vfs.DirPerm); err != nil {
+		if err := p.fs.MkdirAll(dir, vfs.DirPerm); err != nil {
 			return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 		}
 		if kind, err := networkFS(dir); err != nil {
@@ -154,10 +158,7 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 // does no I/O. ownerSuffix, if set, replaces the random part of the default
 // owner name.
 func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
-	base := opts.FS
-	if base == nil {
-		base = vfs.OS{}
-	}
+	base := baseFS(dir, opts)
 	fsys := base
 	if opts.Durability == ProcessCrashSafe {
 		fsys = vfs.NoSync(base)

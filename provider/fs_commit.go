@@ -516,6 +516,9 @@ func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string
 	if vfs.IsNotExist(err) {
 		return nil
 	}
+	if moved, qerr := p.quarantineIfLink(p.commitPath(key), err, "commit record"); moved || qerr != nil {
+		return qerr // a planted link, not a record of ours (symlinks.go)
+	}
 	if err != nil {
 		return err
 	}

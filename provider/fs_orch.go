@@ -183,6 +183,10 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		}
 		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
 		if err != nil {
+			if unusableInstance(err) {
+				p.warnUnusable(key, e.Attrs[attrInstance], err)
+				continue // one damaged instance never blocks the queue
+			}
 			return nil, Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
 		}
 		if !ok {
@@ -191,6 +195,10 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
 		g.Unlock()
 		if err != nil {
+			if unusableInstance(err) {
+				p.warnUnusable(key, e.Attrs[attrInstance], err)
+				continue
+			}
 			return nil, err
 		}
 		if item != nil {
