@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -66,6 +67,14 @@ type Options struct {
 	// work enqueued by other processes. Zero means 10 ms. Work enqueued by
 	// this process wakes fetches at once.
 	PollInterval time.Duration
+	// FileMode is the permission bits of every file durofs creates in the
+	// directory (data, temporary and lock files alike). Zero means 0600.
+	// It must give the owner read and write; the process umask applies.
+	FileMode fs.FileMode
+	// DirMode is the permission bits of every directory durofs creates,
+	// the directory itself included if Open creates it. Zero means 0700.
+	// It must give the owner read, write and search; the umask applies.
+	DirMode fs.FileMode
 }
 
 // FSProvider is the filesystem Provider. Create it with Open; it is safe for
@@ -121,6 +130,9 @@ const FormatVersion = 1
 // a dead process left half-applied. Several processes may Open the same
 // directory at once.
 func Open(dir string, opts Options) (*FSProvider, error) {
+	if err := opts.checkModes(); err != nil {
+		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	}
 	p := newFSProvider(dir, opts, "")
 	if opts.FS == nil && !opts.AllowNetworkFS {
 		if err := p.fs.MkdirAll(dir, vfs.DirPerm); err != nil {
