@@ -75,6 +75,9 @@ type Options struct {
 	// the directory itself included if Open creates it. Zero means 0700.
 	// It must give the owner read, write and search; the umask applies.
 	DirMode fs.FileMode
+	// Limits bound the sizes of messages, events, payloads, custom status
+	// and tags (see Limits; the zero value is the defaults).
+	Limits Limits
 }
 
 // FSProvider is the filesystem Provider. Create it with Open; it is safe for
@@ -89,6 +92,7 @@ type FSProvider struct {
 	owner      string
 	durability Durability
 	poll       time.Duration
+	limits     Limits
 
 	leases *lease.Store
 	orchQ  *fsqueue.Queue
@@ -197,7 +201,7 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	}
 	p := &FSProvider{
 		dir: dir, fs: fsys, leaseFS: vfs.NoSync(base), clk: clk, log: log, owner: owner,
-		durability: opts.Durability, poll: poll, tmpDir: filepath.Join(dir, "tmp"),
+		durability: opts.Durability, poll: poll, limits: opts.Limits.withDefaults(), tmpDir: filepath.Join(dir, "tmp"),
 		notifyCh: make(chan struct{}), stop: make(chan struct{}),
 	}
 	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir)

@@ -128,6 +128,9 @@ func (p *FSProvider) queue(name string) *fsqueue.Queue {
 // AckOrchestrationItem implements Provider (see the protocol above).
 func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	const op = "ack_orchestration_item"
+	if err := p.checkAckLimits(op, historyDelta, workerItems, orchestratorItems); err != nil {
+		return err // limits.go: nothing written, the lock is kept
+	}
 	key, lt, ok := parseOrchToken(lockToken)
 	if !ok {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")

@@ -108,6 +108,9 @@ func (p *FSProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, 
 	if QueueOf(item) != OrchestratorQueue {
 		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: %s belongs to the worker queue", item.Kind())
 	}
+	if err := p.limits.checkWorkItem(op, "work item", item); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return Retryablef(op, err, "%v", err)
 	}
