@@ -346,6 +346,13 @@ func (q *Queue) encode(m *Message) ([]byte, error) {
 // ([ErrInvalidName]) that is not in use (an error wrapping fs.ErrExist).
 // A zero EnqueuedAtMs is set to now. When Enqueue returns nil the message is
 // durable (if the FS syncs).
+//
+// When Enqueue returns an error the message is not in the queue: a failure
+// before the message got its name leaves nothing, and if the directory fsync
+// after it fails (its durability is then unknown; fsync errors are never
+// retried) the message is removed again. A consumer that took the message in
+// that instant may still process it, so a caller retrying a failed Enqueue
+// delivers at least once.
 func (q *Queue) Enqueue(m Message) (name string, err error) {
 	auto := m.Name == ""
 	for attempt := 0; ; attempt++ {
@@ -356,8 +363,15 @@ func (q *Queue) Enqueue(m Message) (name string, err error) {
 		if err != nil {
 			return "", err
 		}
-		err = vfs.CreateExclusive(q.fsys, q.msgPath(m.Name), data, false)
+		err = vfs.CreateExclusive(q.fsys, q.msgPath(m.Name), data, true)
 		if err == nil {
+			if err := q.fsys.SyncDir(q.dir); err != nil {
+				// Take the message back: the call fails, so it must not stay.
+				if rerr := q.fsys.Remove(q.msgPath(m.Name)); rerr == nil || vfs.IsNotExist(rerr) {
+					q.forget(m.Name)
+				}
+				return "", fmt.Errorf("fsqueue: enqueue %s: sync dir: %w", m.Name, err)
+			}
 			return m.Name, nil
 		}
 		if !auto || !vfs.IsExist(err) || attempt >= enqueueNameRetries {
