@@ -34,6 +34,7 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzRead -fuzztime 10s ./history/
 	$(GO) test -run XXX -fuzz FuzzDecodeLine -fuzztime 10s ./history/
 	$(GO) test -run XXX -fuzz FuzzEncode -fuzztime 10s ./internal/names/
+	$(GO) test -run XXX -fuzz FuzzLeaseFile -fuzztime 10s ./lease/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
 ## SIGSTOP zombie rounds), then every invariant of design.md §6; exits

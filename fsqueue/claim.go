@@ -182,6 +182,9 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 // under the lock. It returns (nil, nil) if it did not.
 func (q *Queue) tryClaim(e Entry, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool) (_ *Claimed, err error) {
 	u, ok, err := q.fsys.TryLock(q.lockPath(e.Name))
+	if errors.Is(err, vfs.ErrSymlink) {
+		return nil, q.skipLinkedShard(e.Name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fsqueue: claim %s: %w", e.Name, err)
 	}
@@ -344,6 +347,9 @@ func (q *Queue) readClaim(name string) (Claim, bool, error) {
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Claim{}, false, nil
+		}
+		if errors.Is(err, vfs.ErrSymlink) {
+			return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w: %w", name, errCorrupt, err)
 		}
 		return Claim{}, false, fmt.Errorf("fsqueue: read claim %s: %w", name, err)
 	}

@@ -120,9 +120,22 @@
 //     restored and the message is skipped, so ClaimNext never returns an
 //     expired lease.
 //
-// Leases are wall-clock deadlines. A clock that steps forward expires leases
-// early (another process may then claim a message that is still being
-// worked on: at-least-once); one that steps back lengthens them.
+// # Clock steps
+//
+// Claim leases and visibility times are wall-clock deadlines judged by the
+// clock of the process deciding, under the shard flock; exclusion never
+// depends on the clock (the flock and the token do). When the host's clock
+// steps by Δ (designed and tested for |Δ| up to one lease length):
+//
+//   - Forward: claims expire up to Δ early, so another process may claim a
+//     message that is still being worked on (at-least-once). The previous
+//     holder's Renew and Abandon then fail with [ErrNotHolder], and an ack
+//     that checks its token under [Queue.WithClaim] is refused. Delayed
+//     messages become visible up to Δ early.
+//   - Back: claims last up to Δ longer (a dead holder's claim is free again
+//     at most lockFor + Δ after it was taken or renewed), and every message
+//     not yet visible at the new time - including one enqueued for "now"
+//     just before the step - becomes visible up to Δ later.
 //
 // # Caching
 //

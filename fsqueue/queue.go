@@ -123,6 +123,9 @@ type Queue struct {
 	list   listCache
 	msgs   msgCache
 	claims claimCache
+
+	linkWarn   sync.Mutex // guards linkWarnAt (see symlink.go)
+	linkWarnAt time.Time
 }
 
 // listCache is the in-memory index of message headers.
@@ -349,6 +352,13 @@ func (q *Queue) encode(m *Message) ([]byte, error) {
 // ([ErrInvalidName]) that is not in use (an error wrapping fs.ErrExist).
 // A zero EnqueuedAtMs is set to now. When Enqueue returns nil the message is
 // durable (if the FS syncs).
+//
+// When Enqueue returns an error the message is not in the queue: a failure
+// before the message got its name leaves nothing, and if the directory fsync
+// after it fails (its durability is then unknown; fsync errors are never
+// retried) the message is removed again. A consumer that took the message in
+// that instant may still process it, so a caller retrying a failed Enqueue
+// delivers at least once.
 func (q *Queue) Enqueue(m Message) (name string, err error) {
 	auto := m.Name == ""
 	for attempt := 0; ; attempt++ {
@@ -359,8 +369,15 @@ func (q *Queue) Enqueue(m Message) (name string, err error) {
 		if err != nil {
 			return "", err
 		}
-		err = vfs.CreateExclusive(q.fsys, q.msgPath(m.Name), data, false)
+		err = vfs.CreateExclusive(q.fsys, q.msgPath(m.Name), data, true)
 		if err == nil {
+			if err := q.fsys.SyncDir(q.dir); err != nil {
+				// Take the message back: the call fails, so it must not stay.
+				if rerr := q.fsys.Remove(q.msgPath(m.Name)); rerr == nil || vfs.IsNotExist(rerr) {
+					q.forget(m.Name)
+				}
+				return "", fmt.Errorf("fsqueue: enqueue %s: sync dir: %w", m.Name, err)
+			}
 			return m.Name, nil
 		}
 		if !auto || !vfs.IsExist(err) || attempt >= enqueueNameRetries {
@@ -768,7 +785,7 @@ func (q *Queue) indexLocked(name string) (added bool, err error) {
 		if vfs.IsNotExist(err) {
 			return false, nil // deleted since the readdir or the event
 		}
-		if errors.Is(err, errCorrupt) {
+		if errors.Is(err, errCorrupt) || errors.Is(err, vfs.ErrSymlink) {
 			q.log.Warn("fsqueue: skipping unreadable message file", "dir", q.dir, "name", name, "err", err)
 			c.bad[name] = struct{}{}
 			return false, nil

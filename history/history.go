@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,13 +25,16 @@ type Scan struct {
 }
 
 // CorruptError reports a complete line that fails its CRC or the record
-// format. errors.Is(err, ErrCorrupt) is true for it. The data is never
-// truncated automatically; an operator has to look at it.
+// format, or a log file that cannot be used at all (a symbolic link the FS
+// refuses to follow: Line 1, Offset 0, Err wrapping vfs.ErrSymlink).
+// errors.Is(err, ErrCorrupt) is true for it. The data is never truncated
+// automatically; an operator has to look at it.
 type CorruptError struct {
 	Path   string // the log file
 	Offset int64  // byte offset of the start of the bad line
 	Line   int    // 1-based line number of the bad line
 	Reason string // what is wrong with it
+	Err    error  // the underlying error, if any (nil for a bad line)
 }
 
 // Error implements error.
@@ -38,8 +42,14 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("history: %s: line %d (offset %d): %v: %s", e.Path, e.Line, e.Offset, ErrCorrupt, e.Reason)
 }
 
-// Unwrap returns ErrCorrupt, so errors.Is(err, ErrCorrupt) holds.
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+// Unwrap returns ErrCorrupt (so errors.Is(err, ErrCorrupt) holds) and the
+// underlying error, if any.
+func (e *CorruptError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrCorrupt, e.Err}
+	}
+	return []error{ErrCorrupt}
+}
 
 // Log is one append-only log file. It holds no open file and no cached state:
 // every method reads the file afresh, so Logs for one path may live in many
@@ -194,6 +204,12 @@ func (l *Log) scan() (s Scan, exists bool, err error) {
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Scan{}, false, nil
+		}
+		if errors.Is(err, vfs.ErrSymlink) {
+			// A link planted in place of the log is never followed: the log
+			// is unusable, as if its first line were corrupt.
+			return Scan{}, true, &CorruptError{Path: l.path, Line: 1,
+				Reason: "the log file is a symbolic link, which is not followed", Err: err}
 		}
 		return Scan{}, false, fmt.Errorf("history: read %s: %w", l.path, err)
 	}

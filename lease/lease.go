@@ -43,10 +43,32 @@
 //     state there), omitted when empty. Acquire, Renew and Release preserve it;
 //     only [Guard.Write] replaces it.
 //
-// Unknown fields are ignored on read and dropped by the next write. A lease
-// file that is not a JSON object of this shape is corrupt: [Guard.Read] reports
-// [ErrCorrupt], and [Guard.Acquire] treats it as free and overwrites it, taking
-// the fence from its minFence argument (the file cannot tell us the old fence).
+// Unknown fields are ignored on read and dropped by the next write.
+//
+// # Unparseable lease files
+//
+// A lease file that is not a JSON object of this shape (empty, NUL bytes
+// after a power loss in process-crash-safe mode, truncated, wrong field
+// types, damaged from outside) is corrupt, and so is a symbolic link in place
+// of the lease file when the FS refuses to follow it ([vfs.ErrSymlink]; a
+// replacing write renames over the link, never writing through it). The
+// rule is:
+//
+//   - [Guard.Read] and [Store.Inspect] report an error wrapping [ErrCorrupt];
+//   - nobody can prove they hold it: [Guard.Renew] and [Guard.Release]
+//     refuse every token with [ErrNotHolder] (also wrapping [ErrCorrupt]) and
+//     write nothing;
+//   - [Guard.Acquire] treats it as free and overwrites it with a fresh lease
+//     whose fence is minFence+1 and whose Data is empty (the file cannot
+//     tell the old fence or data).
+//
+// This is safe because the decision is made under the flock: one Acquire
+// wins and every later caller sees its (valid) lease as held. A holder whose
+// lease file was damaged loses the lease and fails on its next Renew or
+// Release. Its fence may equal the rescuer's (if minFence is below it), so
+// the token, not the fence, is what rejects it; fences stay monotonic as
+// long as callers pass their durable state's highest fence as minFence.
+// Liveness is bounded too: a corrupt file never blocks a resource.
 //
 // # Crash analysis
 //
@@ -85,9 +107,33 @@
 // state (for example the last fence written to a history). That is why
 // Acquire takes minFence.
 //
-// Leases assume a single host's wall clock. A clock step forward expires leases
-// early and a step back extends them; callers use TTLs with margin and rely on
-// fences to detect zombie writers.
+// # Clock steps
+//
+// Leases assume a single host's wall clock, and expiry is judged by the clock
+// of the process that decides, read under the flock. Who may change a lease
+// never depends on the clock - that is the flock, the token and the fence -
+// only when a lease stops being held does. When the host's clock steps by Δ:
+//
+//   - Forward: every lease's remaining time shrinks by Δ. A lease may expire
+//     while its holder still works, and another caller may Acquire it (new
+//     token, higher fence). From then on the old holder's Renew and Release
+//     fail with [ErrNotHolder] whatever its own clock says, and a caller that
+//     commits under the flock after checking its token (the provider's ack)
+//     is refused. A forward step can cost duplicated work, never two
+//     holders at once.
+//   - Back: every lease's remaining time grows by Δ. A live holder notices
+//     nothing. A dead holder's lease stays held until its expiry time comes
+//     round again: ttl + Δ of real time after its last Acquire or Renew.
+//
+// Renew computes the new expiry from the renewer's clock, so right after a
+// step back a renewal can set an earlier expiry than the one it replaces.
+//
+// The margin this is designed and tested for is a step of up to one lease
+// length (ttl) in either direction: then a lease whose holder died is free
+// again between 0 and 2×ttl of real time after its last Acquire or Renew.
+// Larger forward steps behave the same (every lease expires at once); a
+// larger step back extends the leases of dead holders by the whole step
+// (live holders still release theirs normally).
 package lease
 
 import (
@@ -289,6 +335,11 @@ func readLease(fsys vfs.FS, path string) (Lease, bool, error) {
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Lease{}, false, nil
+		}
+		if errors.Is(err, vfs.ErrSymlink) {
+			// A link planted in place of the lease file is not followed;
+			// it is unusable like an unparseable file, with the same rule.
+			return Lease{}, true, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return Lease{}, false, fmt.Errorf("lease: read %s: %w", path, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,6 +73,17 @@ type Options struct {
 	// or CommitBarrier. Processes sharing a directory may use different
 	// modes. Ignored in ProcessCrashSafe mode.
 	CommitSync CommitSync
+	// FileMode is the permission bits of every file durofs creates in the
+	// directory (data, temporary and lock files alike). Zero means 0600.
+	// It must give the owner read and write; the process umask applies.
+	FileMode fs.FileMode
+	// DirMode is the permission bits of every directory durofs creates,
+	// the directory itself included if Open creates it. Zero means 0700.
+	// It must give the owner read, write and search; the umask applies.
+	DirMode fs.FileMode
+	// Limits bound the sizes of messages, events, payloads, custom status
+	// and tags (see Limits; the zero value is the defaults).
+	Limits Limits
 }
 
 // FSProvider is the filesystem Provider. Create it with Open; it is safe for
@@ -86,6 +98,7 @@ type FSProvider struct {
 	owner      string
 	durability Durability
 	poll       time.Duration
+	limits     Limits
 
 	leases *lease.Store
 	orchQ  *fsqueue.Queue
@@ -112,6 +125,9 @@ type FSProvider struct {
 	barrier *groupBarrier
 	bootID  string
 	clean   cleaner
+	// unusableWarned maps an instance key to when fetch last warned that it
+	// skips the instance (symlinks.go), to log once a minute, not per poll.
+	unusableWarned sync.Map
 }
 
 var _ Provider = (*FSProvider)(nil)
@@ -129,9 +145,12 @@ const FormatVersion = 1
 // a dead process left half-applied. Several processes may Open the same
 // directory at once.
 func Open(dir string, opts Options) (*FSProvider, error) {
+	if err := opts.checkModes(); err != nil {
+		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	}
 	p := newFSProvider(dir, opts, "")
 	if opts.FS == nil && !opts.AllowNetworkFS {
-		if err := (vfs.OS{}).MkdirAll(dir, vfs.DirPerm); err != nil {
+		if err := p.fs.MkdirAll(dir, vfs.DirPerm); err != nil {
 			return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 		}
 		if kind, err := networkFS(dir); err != nil {
@@ -205,10 +224,7 @@ func (p *FSProvider) CommitMode() CommitSync {
 // does no I/O. ownerSuffix, if set, replaces the random part of the default
 // owner name.
 func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
-	base := opts.FS
-	if base == nil {
-		base = vfs.OS{}
-	}
+	base := baseFS(dir, opts)
 	fsys := base
 	if opts.Durability == ProcessCrashSafe {
 		fsys = vfs.NoSync(base)
@@ -235,7 +251,7 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	}
 	p := &FSProvider{
 		dir: dir, fs: fsys, leaseFS: vfs.NoSync(base), clk: clk, log: log, owner: owner,
-		durability: opts.Durability, poll: poll, tmpDir: filepath.Join(dir, "tmp"),
+		durability: opts.Durability, poll: poll, limits: opts.Limits.withDefaults(), tmpDir: filepath.Join(dir, "tmp"),
 		notifyCh: make(chan struct{}), stop: make(chan struct{}),
 	}
 	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir)

@@ -609,6 +609,9 @@ func (p *FSProvider) applyDeleteIntent(ctx context.Context, g *lease.Guard, rec 
 func (p *FSProvider) recoverDeleteGroup(ctx context.Context, group string) error {
 	var rec commitRecord
 	ok, err := p.readJSON(p.commitPath(group), &rec)
+	if moved, qerr := p.quarantineIfLink(p.commitPath(group), err, "deletion group record"); moved || qerr != nil {
+		return qerr // a planted link, not a record of ours (symlinks.go)
+	}
 	if err != nil || !ok {
 		return err
 	}

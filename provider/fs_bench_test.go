@@ -18,8 +18,10 @@ import (
 func BenchmarkTurn(b *testing.B) {
 	for _, d := range []Durability{Durable, ProcessCrashSafe} {
 		b.Run(d.String(), func(b *testing.B) {
-			cfs := vfs.Counting(vfs.OS{})
-			p, err := Open(b.TempDir(), Options{FS: cfs, Durability: d, SweepInterval: -1})
+			// The provider's default file system (vfs.NoFollow), counted.
+			dir := b.TempDir()
+			cfs := vfs.Counting(vfs.NoFollow(dir, vfs.Perm{}))
+			p, err := Open(dir, Options{FS: cfs, Durability: d, SweepInterval: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -135,6 +135,9 @@ func (p *FSProvider) queue(name string) *fsqueue.Queue {
 // AckOrchestrationItem implements Provider (see the protocol above).
 func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	const op = "ack_orchestration_item"
+	if err := p.checkAckLimits(op, historyDelta, workerItems, orchestratorItems); err != nil {
+		return err // limits.go: nothing written, the lock is kept
+	}
 	key, lt, ok := parseOrchToken(lockToken)
 	if !ok {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
@@ -569,6 +572,9 @@ func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string
 	data, err := p.fs.ReadFile(p.commitPath(key))
 	if vfs.IsNotExist(err) {
 		return nil
+	}
+	if moved, qerr := p.quarantineIfLink(p.commitPath(key), err, "commit record"); moved || qerr != nil {
+		return qerr // a planted link, not a record of ours (symlinks.go)
 	}
 	if err != nil {
 		return err

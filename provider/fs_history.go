@@ -47,6 +47,11 @@ func (p *FSProvider) readExec(op, key string, exec uint64) ([]Event, error) {
 // execution record.
 func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []Event) error {
 	const op = "append_with_execution"
+	for _, e := range events {
+		if err := p.limits.checkEvent(op, e); err != nil {
+			return err
+		}
+	}
 	key := instanceKey(instance)
 	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {

@@ -111,6 +111,9 @@ func (p *FSProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, 
 	if QueueOf(item) != OrchestratorQueue {
 		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: %s belongs to the worker queue", item.Kind())
 	}
+	if err := p.limits.checkWorkItem(op, "work item", item); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return Retryablef(op, err, "%v", err)
 	}
@@ -186,6 +189,10 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		}
 		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
 		if err != nil {
+			if unusableInstance(err) {
+				p.warnUnusable(key, e.Attrs[attrInstance], err)
+				continue // one damaged instance never blocks the queue
+			}
 			return nil, Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
 		}
 		if !ok {
@@ -194,6 +201,10 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
 		g.Unlock()
 		if err != nil {
+			if unusableInstance(err) {
+				p.warnUnusable(key, e.Attrs[attrInstance], err)
+				continue
+			}
 			return nil, err
 		}
 		if item != nil {

@@ -43,6 +43,9 @@ func (p *FSProvider) sessionPaths(sid string) (lockPath, leasePath string) {
 func (p *FSProvider) sessionClaimable(sid, owner string) bool {
 	lp, sp := p.sessionPaths(sid)
 	l, exists, err := p.leases.Inspect(context.Background(), lp, sp)
+	if isCorruptLease(err) {
+		return true // free by the lease rule; claimSession decides under the flock
+	}
 	if err != nil || !exists || l.Token == "" {
 		return err == nil || !exists
 	}

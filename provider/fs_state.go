@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -108,6 +109,11 @@ func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
 	data, err := p.fs.ReadFile(path)
 	if vfs.IsNotExist(err) {
 		return false, nil
+	}
+	if errors.Is(err, vfs.ErrSymlink) {
+		// A planted link is never followed: the file is unusable, as if
+		// unparseable (symlinks.go).
+		return true, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if err != nil {
 		return false, err

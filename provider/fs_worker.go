@@ -55,6 +55,9 @@ func (p *FSProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error 
 	if !ok {
 		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: %s", kindOf(item))
 	}
+	if err := p.limits.checkWorkItem(op, "work item", item); err != nil {
+		return err // limits.go: nothing written
+	}
 	if err := ctx.Err(); err != nil {
 		return Retryablef(op, err, "%v", err)
 	}
@@ -180,6 +183,9 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		case ActivityCompleted, ActivityFailed:
 		default:
 			return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: completion must be ActivityCompleted or ActivityFailed, not %s", completion.Kind())
+		}
+		if err := p.limits.checkWorkItem(op, "completion", completion); err != nil {
+			return err // limits.go: nothing written, the claim is kept
 		}
 	}
 	var sessionID string

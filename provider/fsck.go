@@ -271,7 +271,8 @@ func findingKey(f FsckFinding) string { return f.Kind + "\x00" + f.Path }
 // checkLayout checks FORMAT and the queues' fsqueue.json. ok is false when
 // the check cannot go on (findings say why).
 func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
-	if _, err := readFormat(vfs.OS{}, dir); err != nil {
+	fsys := baseFS(dir, Options{})
+	if _, err := readFormat(fsys, dir); err != nil {
 		if errors.Is(err, ErrNotDurofsDir) {
 			return false, fmt.Errorf("durofs fsck: %w", err)
 		}
@@ -282,7 +283,7 @@ func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
 	ok = true
 	for _, q := range []string{"orchestrator", "worker"} {
 		rel := filepath.Join("queues", q, "fsqueue.json")
-		data, err := os.ReadFile(filepath.Join(dir, rel))
+		data, err := fsys.ReadFile(filepath.Join(dir, rel))
 		var cfg struct {
 			Format  string `json:"format"`
 			Version int    `json:"version"`
@@ -390,6 +391,9 @@ func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC333
 // scan checks the whole directory once.
 func (r *fsckRun) scan(ctx context.Context) error {
 	r.now = time.Now()
+	if err := r.scanSymlinks(ctx); err != nil {
+		return err
+	}
 	if err := r.scanCommits(ctx); err != nil {
 		return err
 	}

@@ -44,10 +44,10 @@ func OpenReadOnly(dir string, opts Options) (*FSProvider, error) {
 // openUnrecovered builds a provider on an existing directory without
 // recovery and without a sweeper (OpenReadOnly and Fsck).
 func openUnrecovered(dir string, opts Options) (*FSProvider, error) {
-	base := opts.FS
-	if base == nil {
-		base = vfs.OS{}
+	if err := opts.checkModes(); err != nil {
+		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 	}
+	base := baseFS(dir, opts)
 	if _, err := readFormat(base, dir); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,157 @@
+package vfs
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// The portable (check-then-use) implementation of NoFollow: every component
+// below root is checked with Lstat before the call, and a final component
+// that is opened is opened with O_NOFOLLOW where the system has it. Linux
+// uses it only when openat2(2) is unavailable (see nofollow_linux.go).
+
+func (n *noFollowFS) gOpenFile(name string, flag int, _ fs.FileMode) (File, error) {
+	if r, ok := n.rel(name); ok {
+		if err := checkComponents("open", name, n.root, r, oNoFollow == 0); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(name, flag|oNoFollow, n.perm.File)
+	if err != nil {
+		return nil, mapNoFollow(err)
+	}
+	return f, nil
+}
+
+func (n *noFollowFS) gReadFile(name string) ([]byte, error) {
+	f, err := n.gOpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+func (n *noFollowFS) gReadDirNames(name string) ([]string, error) {
+	f, err := n.gOpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.(*os.File).Readdirnames(-1)
+}
+
+func (n *noFollowFS) gStat(name string) (fs.FileInfo, error) {
+	if r, ok := n.rel(name); ok {
+		if err := checkComponents("stat", name, n.root, r, true); err != nil {
+			return nil, err
+		}
+	}
+	return os.Stat(name)
+}
+
+func (n *noFollowFS) gLstat(name string) (fs.FileInfo, error) {
+	if r, ok := n.rel(name); ok {
+		if err := checkComponents("lstat", name, n.root, r, false); err != nil {
+			return nil, err
+		}
+	}
+	return os.Lstat(name)
+}
+
+// gCheckParents checks the parent components of every path below root.
+func (n *noFollowFS) gCheckParents(op string, names ...string) error {
+	for _, name := range names {
+		if r, ok := n.rel(name); ok {
+			if err := checkComponents(op, name, n.root, r, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (n *noFollowFS) gRename(oldpath, newpath string) error {
+	if err := n.gCheckParents("rename", oldpath, newpath); err != nil {
+		return err
+	}
+	return n.OS.Rename(oldpath, newpath)
+}
+
+func (n *noFollowFS) gLink(oldpath, newpath string) error {
+	if err := n.gCheckParents("link", oldpath, newpath); err != nil {
+		return err
+	}
+	return os.Link(oldpath, newpath)
+}
+
+func (n *noFollowFS) gRemove(name string) error {
+	if err := n.gCheckParents("remove", name); err != nil {
+		return err
+	}
+	return os.Remove(name)
+}
+
+func (n *noFollowFS) gRemoveAll(name string) error {
+	if err := n.gCheckParents("removeall", name); err != nil {
+		return err
+	}
+	return os.RemoveAll(name)
+}
+
+func (n *noFollowFS) gMkdirAll(name string) error {
+	if r, ok := n.rel(name); ok {
+		if err := checkComponents("mkdir", name, n.root, r, true); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(name, n.perm.Dir); err != nil {
+		return err
+	}
+	// A component swapped for a link while MkdirAll ran is caught here.
+	if r, ok := n.rel(name); ok {
+		return checkComponents("mkdir", name, n.root, r, true)
+	}
+	return nil
+}
+
+func (n *noFollowFS) gSyncDir(name string) error {
+	if r, ok := n.rel(name); ok {
+		if err := checkComponents("sync", name, n.root, r, true); err != nil {
+			return err
+		}
+	}
+	return n.OS.SyncDir(name)
+}
+
+// gPrepareLock checks the lock file's path and creates the lock file with
+// the configured mode (the OS lock opens an existing file).
+func (n *noFollowFS) gPrepareLock(name string) error {
+	f, err := n.gOpenFile(name, os.O_RDONLY|os.O_CREATE, n.perm.File)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (n *noFollowFS) gLock(ctx context.Context, name string) (Unlocker, error) {
+	if err := n.gPrepareLock(name); err != nil {
+		return nil, err
+	}
+	return n.OS.Lock(ctx, name)
+}
+
+func (n *noFollowFS) gTryLock(name string) (Unlocker, bool, error) {
+	if err := n.gPrepareLock(name); err != nil {
+		return nil, false, err
+	}
+	return n.OS.TryLock(name)
+}
+
+// gMkdirRoot creates root (outside the confinement: it may be a link).
+func (n *noFollowFS) gMkdirRoot(name string) error {
+	return os.MkdirAll(filepath.Clean(name), n.perm.Dir)
+}

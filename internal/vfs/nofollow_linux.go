@@ -1,0 +1,443 @@
+//go:build linux
+
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// On Linux, NoFollow resolves every path below root with openat2(2) and
+// RESOLVE_NO_SYMLINKS (no component, the last one included, may be a
+// symbolic link), and changes names relative to a parent directory
+// descriptor resolved that way.
+
+// generic reports whether this FS must use the check-then-use fallback:
+// openat2 is missing (ENOSYS before Linux 5.6; seccomp filters may answer
+// ENOSYS or EPERM) or a test forced it. It is decided once, by probing root.
+func (n *noFollowFS) generic() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.useGeneric
+}
+
+// resolveRoot returns the resolved root, probing openat2 on first success.
+func (n *noFollowFS) resolveRoot() (string, error) {
+	base, err := n.real()
+	if err != nil {
+		return "", err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.probed {
+		n.probed = true
+		fd, err := unix.Openat2(unix.AT_FDCWD, base, &unix.OpenHow{
+			Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+		switch {
+		case err == nil:
+			_ = unix.Close(fd)
+		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
+			n.useGeneric = true
+		}
+	}
+	return base, nil
+}
+
+// openat2 opens rel (relative to root, "." for root) with flags, allowing
+// no symbolic link anywhere below root. mode is used with O_CREAT.
+func (n *noFollowFS) openat2(rel string, flags int, mode fs.FileMode) (int, error) {
+	base, err := n.resolveRoot()
+	if err != nil {
+		return -1, err
+	}
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_NO_SYMLINKS}
+	if flags&unix.O_CREAT != 0 {
+		how.Mode = uint64(mode.Perm())
+	}
+	path := base
+	if rel != "." {
+		path = base + "/" + rel
+	}
+	for {
+		fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// pathErr wraps an errno of an operation on name; ELOOP (a refused link)
+// becomes an error wrapping ErrSymlink.
+func pathErr(op, name string, err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		return symlinkError(op, name, nil)
+	}
+	return &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// linkErr is pathErr for two-path operations.
+func linkErr(op, oldpath, newpath string, err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		err = ErrSymlink
+	}
+	return &os.LinkError{Op: op, Old: oldpath, New: newpath, Err: err}
+}
+
+// parent opens the directory containing rel (O_PATH) and returns it with
+// rel's last component.
+func (n *noFollowFS) parent(rel string) (fd int, base string, err error) {
+	dir, base := filepath.Split(rel)
+	dir = strings.TrimRight(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	fd, err = n.openat2(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	return fd, base, err
+}
+
+// OpenFile implements FS. A created file gets the configured file mode.
+func (n *noFollowFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gOpenFile(name, flag, perm)
+	}
+	fd, err := n.openat2(r, flag|unix.O_NOFOLLOW, n.perm.File)
+	if err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// ReadFile implements FS.
+func (n *noFollowFS) ReadFile(name string) ([]byte, error) {
+	f, err := n.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// ReadDirNames implements FS.
+func (n *noFollowFS) ReadDirNames(name string) ([]string, error) {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gReadDirNames(name)
+	}
+	fd, err := n.openat2(r, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// statAt fstats rel opened with O_PATH (and flags).
+func (n *noFollowFS) statAt(op, name, rel string, flags int) (fs.FileInfo, error) {
+	fd, err := n.openat2(rel, unix.O_PATH|flags, 0)
+	if err != nil {
+		return nil, pathErr(op, name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return f.Stat()
+}
+
+// Stat implements FS. A final symbolic link is refused, not followed.
+func (n *noFollowFS) Stat(name string) (fs.FileInfo, error) {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gStat(name)
+	}
+	return n.statAt("stat", name, r, 0)
+}
+
+// Lstat implements FS: it describes a final symbolic link itself.
+func (n *noFollowFS) Lstat(name string) (fs.FileInfo, error) {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gLstat(name)
+	}
+	return n.statAt("lstat", name, r, unix.O_NOFOLLOW)
+}
+
+// twoAt runs fn with the parent descriptors of two paths below root.
+func (n *noFollowFS) twoAt(op, oldpath, newpath, ro, rn string, fn func(ofd int, ob string, nfd int, nb string) error) error {
+	ofd, ob, err := n.parent(ro)
+	if err != nil {
+		return linkErr(op, oldpath, newpath, err)
+	}
+	defer unix.Close(ofd)
+	nfd, nb, err := n.parent(rn)
+	if err != nil {
+		return linkErr(op, oldpath, newpath, err)
+	}
+	defer unix.Close(nfd)
+	if err := fn(ofd, ob, nfd, nb); err != nil {
+		return linkErr(op, oldpath, newpath, err)
+	}
+	return nil
+}
+
+// Rename implements FS. It renames a symbolic link itself, never its target.
+func (n *noFollowFS) Rename(oldpath, newpath string) error {
+	ro, ok1 := n.rel(oldpath)
+	rn, ok2 := n.rel(newpath)
+	if !ok1 || !ok2 || n.generic() {
+		return n.gRename(oldpath, newpath)
+	}
+	return n.twoAt("rename", oldpath, newpath, ro, rn, func(ofd int, ob string, nfd int, nb string) error {
+		return unix.Renameat(ofd, ob, nfd, nb)
+	})
+}
+
+// Link implements FS (linkat without AT_SYMLINK_FOLLOW: a link is never
+// followed).
+func (n *noFollowFS) Link(oldpath, newpath string) error {
+	ro, ok1 := n.rel(oldpath)
+	rn, ok2 := n.rel(newpath)
+	if !ok1 || !ok2 || n.generic() {
+		return n.gLink(oldpath, newpath)
+	}
+	return n.twoAt("link", oldpath, newpath, ro, rn, func(ofd int, ob string, nfd int, nb string) error {
+		return unix.Linkat(ofd, ob, nfd, nb, 0)
+	})
+}
+
+// Remove implements FS. It removes a symbolic link itself.
+func (n *noFollowFS) Remove(name string) error {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gRemove(name)
+	}
+	fd, base, err := n.parent(r)
+	if err != nil {
+		return pathErr("remove", name, err)
+	}
+	defer unix.Close(fd)
+	e := unix.Unlinkat(fd, base, 0)
+	if e == nil {
+		return nil
+	}
+	e1 := unix.Unlinkat(fd, base, unix.AT_REMOVEDIR)
+	if e1 == nil {
+		return nil
+	}
+	// As os.Remove: rmdir of a file says ENOTDIR, so then unlink's error
+	// is the real one.
+	if e1 != unix.ENOTDIR {
+		e = e1
+	}
+	return pathErr("remove", name, e)
+}
+
+// RemoveAll implements FS. The parent directories are checked without
+// following links; below that, os.RemoveAll never follows links either
+// (it removes a link itself).
+func (n *noFollowFS) RemoveAll(name string) error {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gRemoveAll(name)
+	}
+	fd, _, err := n.parent(r)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return pathErr("removeall", name, err)
+	}
+	_ = unix.Close(fd)
+	return os.RemoveAll(name)
+}
+
+// MkdirAll implements FS. Directories get the configured mode; an existing
+// component that is a symbolic link is refused.
+func (n *noFollowFS) MkdirAll(name string, _ fs.FileMode) error {
+	r, ok := n.rel(name)
+	if !ok {
+		return n.gMkdirRoot(name)
+	}
+	if err := n.gMkdirRoot(n.root); err != nil {
+		return err
+	}
+	if n.generic() {
+		return n.gMkdirAll(name)
+	}
+	fd, err := n.openat2(".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return pathErr("mkdir", name, err)
+	}
+	for _, c := range strings.Split(r, "/") {
+		if c == "" || c == "." {
+			continue
+		}
+		if err := unix.Mkdirat(fd, c, uint32(n.perm.Dir.Perm())); err != nil && err != unix.EEXIST {
+			unix.Close(fd)
+			return pathErr("mkdir", name, err)
+		}
+		var nfd int
+		for {
+			nfd, err = unix.Openat2(fd, c, &unix.OpenHow{
+				Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+			if err != unix.EINTR && err != unix.EAGAIN {
+				break
+			}
+		}
+		unix.Close(fd)
+		if err != nil {
+			return pathErr("mkdir", name, err)
+		}
+		fd = nfd
+	}
+	return unix.Close(fd)
+}
+
+// SyncDir implements FS.
+func (n *noFollowFS) SyncDir(name string) error {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gSyncDir(name)
+	}
+	fd, err := n.openat2(r, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return pathErr("sync", name, err)
+	}
+	serr := unix.Fsync(fd)
+	cerr := unix.Close(fd)
+	if serr != nil {
+		return pathErr("sync", name, serr)
+	}
+	if cerr != nil {
+		return pathErr("close", name, cerr)
+	}
+	return nil
+}
+
+// lockRetry is how often a waiting Lock retries flock(2).
+const lockRetry = time.Millisecond
+
+// Lock implements FS like OS.Lock (an in-process mutex per path, then an
+// exclusive flock), but opens the lock file without following links and
+// creates it with the configured file mode.
+func (n *noFollowFS) Lock(ctx context.Context, name string) (Unlocker, error) {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gLock(ctx, name)
+	}
+	pm := procLocks.get(name)
+	if err := pm.lock(ctx); err != nil {
+		procLocks.put(name)
+		return nil, err
+	}
+	u, err := n.flock(ctx, r, name, true)
+	if err != nil || u == nil {
+		pm.unlock()
+		procLocks.put(name)
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("vfs: lock %s: %w", name, err)
+	}
+	u.pm = pm
+	return u, nil
+}
+
+// TryLock implements FS.
+func (n *noFollowFS) TryLock(name string) (Unlocker, bool, error) {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gTryLock(name)
+	}
+	pm := procLocks.get(name)
+	if !pm.tryLock() {
+		procLocks.put(name)
+		return nil, false, nil
+	}
+	u, err := n.flock(context.Background(), r, name, false)
+	if err != nil || u == nil {
+		pm.unlock()
+		procLocks.put(name)
+		if err != nil {
+			return nil, false, fmt.Errorf("vfs: trylock %s: %w", name, err)
+		}
+		return nil, false, nil
+	}
+	u.pm = pm
+	return u, true, nil
+}
+
+// flock opens (creating) the lock file and takes an exclusive flock on it,
+// polling every lockRetry until ctx is done if wait, else once. It returns
+// (nil, nil) if the lock is held elsewhere and it did not get it.
+func (n *noFollowFS) flock(ctx context.Context, rel, name string, wait bool) (*fdUnlocker, error) {
+	fd, err := n.openat2(rel, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW, n.perm.File)
+	if err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	var t *time.Timer
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return &fdUnlocker{f: f, fd: fd, name: name}, nil
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != unix.EWOULDBLOCK || !wait {
+			f.Close()
+			if err == unix.EWOULDBLOCK {
+				return nil, nil
+			}
+			return nil, pathErr("flock", name, err)
+		}
+		if t == nil {
+			t = time.NewTimer(lockRetry)
+			defer t.Stop()
+		} else {
+			t.Reset(lockRetry)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, nil
+		case <-t.C:
+		}
+	}
+}
+
+// fdUnlocker releases a flock taken by noFollowFS. It keeps the *os.File
+// referenced, so no finalizer closes the descriptor (and drops the lock)
+// while it is held.
+type fdUnlocker struct {
+	once sync.Once
+	f    *os.File
+	fd   int
+	pm   *procMutex
+	name string
+	err  error
+}
+
+func (u *fdUnlocker) Unlock() error {
+	u.once.Do(func() {
+		u.err = unix.Flock(u.fd, unix.LOCK_UN)
+		if cerr := u.f.Close(); u.err == nil {
+			u.err = cerr
+		}
+		u.pm.unlock()
+		procLocks.put(u.name)
+	})
+	return u.err
+}
