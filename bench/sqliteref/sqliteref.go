@@ -87,6 +87,7 @@ func Open(path string, opts Options) (*Provider, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = defaultBusyTimeout
 	}
+	opts.BusyTimeout = max(opts.BusyTimeout, time.Millisecond)
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = defaultPollInterval
 	}
@@ -126,7 +127,7 @@ func Open(path string, opts Options) (*Provider, error) {
 		notifyCh: make(chan struct{}),
 		stop:     make(chan struct{}),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*opts.BusyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+4*opts.BusyTimeout)
 	defer cancel()
 	if err := p.initSchema(ctx); err != nil {
 		_ = p.Close()
