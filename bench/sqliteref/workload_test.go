@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -295,71 +296,84 @@ func readAckLog(t *testing.T, path string) []ackKey {
 	return out
 }
 
-// TestWorkloadMultiProcess runs workload runtimes in two processes sharing
-// one database file, and, in the "kill" variant, kills one of them with
-// SIGKILL mid-run: its locks expire and the other process takes its work
-// over.
+// TestWorkloadMultiProcess runs workload runtimes in two and in four
+// processes sharing one database file, and, in the "kill" variant, kills
+// one of two with SIGKILL mid-run: its locks expire and the other process
+// takes its work over. SQLITEREF_WORKLOAD_SPECS sets the number of
+// instances (default 48).
 func TestWorkloadMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
 	}
-	for _, kill := range []bool{false, true} {
-		name := "two_processes"
-		if kill {
-			name = "kill_one_mid_run"
-		}
-		t.Run(name, func(t *testing.T) {
+	nSpecs := 48
+	if v, err := strconv.Atoi(os.Getenv("SQLITEREF_WORKLOAD_SPECS")); err == nil && v > 0 {
+		nSpecs = v
+	}
+	for _, c := range []struct {
+		name  string
+		procs int
+		kill  bool
+	}{
+		{"two_processes", 2, false},
+		{"four_processes", 4, false},
+		{"kill_one_mid_run", 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			db := filepath.Join(dir, "shared.db")
 			p := openT(t, db)
-			specs := workload.Mix(23, 48)
+			specs := workload.Mix(23, nSpecs)
 			startAll(t, p, specs)
 
 			// The kill variant slows activities down, so that the killed
 			// process surely holds locks, and uses 1 s locks, so that the
 			// survivor takes them over quickly.
 			lock, delay := 5*time.Second, time.Duration(0)
-			if kill {
+			if c.kill {
 				lock, delay = time.Second, 50*time.Millisecond
 			}
-			hs := []*helper{
-				startHelper(t, db, filepath.Join(dir, "acks-1.jsonl"), lock, delay),
-				startHelper(t, db, filepath.Join(dir, "acks-2.jsonl"), lock, delay),
+			var hs []*helper
+			for i := range c.procs {
+				hs = append(hs, startHelper(t, db, filepath.Join(dir, fmt.Sprintf("acks-%d.jsonl", i+1)), lock, delay))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+time.Duration(nSpecs)*100*time.Millisecond)
 			defer cancel()
 			adm, _ := p.Admin()
 			begin := time.Now()
 			killed := false
 			err := workload.Await(ctx, p, adm, specs, func(done, total int) {
-				if kill && !killed && done > 0 {
+				if c.kill && !killed && done > 0 {
 					killed = true
 					_ = hs[0].cmd.Process.Kill()
 					t.Logf("killed helper 1 with %d of %d instances done", done, total)
 				}
 			})
 			elapsed := time.Since(begin)
-			var acks []ackKey
+			var (
+				acks  []ackKey
+				total workload.Stats
+			)
 			for i, h := range hs {
-				if kill && i == 0 {
+				if c.kill && i == 0 {
 					_ = h.cmd.Wait()
 				} else {
 					st := h.finish(t)
 					t.Logf("helper %d: %+v", i+1, st)
-					if st.Turns == 0 {
-						t.Errorf("helper %d did no turn", i+1)
-					}
+					total = total.Add(st)
 				}
 				acks = append(acks, readAckLog(t, h.log)...)
 			}
 			if err != nil {
 				t.Fatalf("Await: %v", err)
 			}
-			t.Logf("%d instances in %v", len(specs), elapsed.Round(time.Millisecond))
-			if kill && !killed {
+			t.Logf("%d instances in %v with %d processes", len(specs), elapsed.Round(time.Millisecond), c.procs)
+			if total.Turns == 0 {
+				t.Error("the helpers did no turn")
+			}
+			if c.kill && !killed {
 				t.Fatal("helper 1 was never killed")
 			}
-			checkRun(t, p, specs, acks, !kill)
+			checkRun(t, p, specs, acks, !c.kill)
 		})
 	}
 }
