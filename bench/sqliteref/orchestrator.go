@@ -212,13 +212,14 @@ func (p *Provider) tryLock(t *wtx, instance string, lockTimeout time.Duration, f
 	} else if err != nil {
 		return nil, err
 	}
+	// The current execution: the record's, else the latest one.
 	var latest sql.NullInt64
-	if err := t.scan(sqlLatestExecution, []any{instance}, &latest); err != nil {
-		return nil, err
-	}
-	current := latest.Int64
-	if hasRecord {
-		current = recExec
+	current := recExec
+	if !hasRecord {
+		if err := t.scan(sqlLatestExecution, []any{instance}, &latest); err != nil {
+			return nil, err
+		}
+		current = latest.Int64
 	}
 
 	// The capability filter, before locking and before any history is read.
