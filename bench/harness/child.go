@@ -41,11 +41,11 @@ const (
 
 // childMsg is one line of a child's output.
 type childMsg struct {
-	Type  string `json:"type"`
-	Pid   int    `json:"pid,omitempty"`
+	Type string `json:"type"`
+	Pid  int    `json:"pid,omitempty"`
 	// PeakRSSKiB is the child's peak RSS so far (every message has it).
-	PeakRSSKiB int64 `json:"peak_rss_kib,omitempty"`
-	Error string `json:"error,omitempty"`
+	PeakRSSKiB int64  `json:"peak_rss_kib,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// Stats are a run child's runtime counters.
 	Stats *workload.Stats `json:"stats,omitempty"`
 	// LastEndUnixNs is when a run child's last execution-ending ack returned.
