@@ -40,11 +40,12 @@ type FetchCell struct {
 	Setup     string
 	SetupTime time.Duration
 	// Open is provider Open in the measuring process; FirstFetch its first
-	// fetch (cold caches, durofs builds its queue index).
+	// fetch (durofs builds its queue index); medians over runs.
 	Open, FirstFetch time.Duration
-	// P50, P90, P99 and Max are of the measured fetches; AbandonP50 of the
-	// abandons between them.
+	// P50, P90, P99 and Max are over the measured fetches of all runs;
+	// AbandonP50 over the abandons between them; RunP50s is each run's p50.
 	P50, P90, P99, Max, AbandonP50 time.Duration
+	RunP50s                        []time.Duration
 	// Samples is the number of measured fetches; Instances how many
 	// distinct instances they returned.
 	Samples, Instances int
@@ -136,37 +137,57 @@ func fetchCell(ctx context.Context, cfg Config, prov, fcase string, n int, dir s
 	}
 	c.SetupTime, c.Setup = time.Since(t), setup
 
+	// Several processes, one after the other: the machine is shared, and a
+	// single process's figures drift by tens of percent.
+	var all, abandons []int64
+	var opens, firsts []time.Duration
+	for range cfg.Runs {
+		f, rss, err := fetchChild(ctx, cfg, prov, dir)
+		if err != nil {
+			return c, err
+		}
+		all, abandons = append(all, f.FetchNs...), append(abandons, f.AbandonNs...)
+		opens, firsts = append(opens, time.Duration(f.OpenNs)), append(firsts, time.Duration(f.FirstFetchNs))
+		c.RunP50s = append(c.RunP50s, percentile(f.FetchNs, 0.5))
+		c.MaxRSSKiB = max(c.MaxRSSKiB, rss)
+		c.Instances = max(c.Instances, f.Instances)
+	}
+	c.Open, c.FirstFetch = durationsMedian(opens), durationsMedian(firsts)
+	c.P50, c.P90, c.P99 = percentile(all, 0.50), percentile(all, 0.90), percentile(all, 0.99)
+	c.Max = percentile(all, 1)
+	c.AbandonP50 = percentile(abandons, 0.50)
+	c.Samples = len(all)
+	return c, nil
+}
+
+// fetchChild runs one fetch child on a prepared queue.
+func fetchChild(ctx context.Context, cfg Config, prov, dir string) (*fetchResult, int64, error) {
+	sz := cfg.Sizes
 	ch, err := startChild(cfg, roleFetch, "--provider", prov, "--dir", dir,
 		"--iters", strconv.Itoa(sz.FetchIters), "--warmup", strconv.Itoa(sz.FetchWarmup))
 	if err != nil {
-		return c, err
+		return nil, 0, err
 	}
 	defer ch.kill()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	m, err := ch.expect(rctx, msgResult)
 	if err != nil {
-		return c, err
+		return nil, 0, err
 	}
 	if err := ch.wait(30 * time.Second); err != nil {
-		return c, err
+		return nil, 0, err
 	}
 	f := m.Fetch
 	if f == nil || len(f.FetchNs) == 0 {
-		return c, errors.New("the fetch child measured nothing")
+		return nil, 0, errors.New("the fetch child measured nothing")
 	}
 	for _, inst := range f.InstanceSample {
 		if !strings.HasPrefix(inst, "vis-") {
-			return c, fmt.Errorf("fetched %q, which is not a visible message's instance", inst)
+			return nil, 0, fmt.Errorf("fetched %q, which is not a visible message's instance", inst)
 		}
 	}
-	c.Open, c.FirstFetch = time.Duration(f.OpenNs), time.Duration(f.FirstFetchNs)
-	c.P50, c.P90, c.P99 = percentile(f.FetchNs, 0.50), percentile(f.FetchNs, 0.90), percentile(f.FetchNs, 0.99)
-	c.Max = percentile(f.FetchNs, 1)
-	c.AbandonP50 = percentile(f.AbandonNs, 0.50)
-	c.Samples, c.Instances = len(f.FetchNs), f.Instances
-	c.MaxRSSKiB = ch.maxRSSKiB
-	return c, nil
+	return f, ch.maxRSSKiB, nil
 }
 
 // queued is one message to enqueue.
