@@ -79,7 +79,7 @@ const fetchMethod = "FetchOrchestrationItem with pollTimeout 0, each followed by
 	"Each fetch returns the oldest visible instance's batch of one message; only the fetch is timed. " +
 	"Every message targets its own instance; the delayed case enqueues the N delayed messages first, " +
 	"then the visible ones, as timers scheduled long ago ahead of new work. " +
-	"Measured in a fresh process on the Durable provider."
+	"After the (unsynced) set-up the harness calls sync(2), then measures in fresh processes on the Durable provider."
 
 // runFetch measures fetch latency for every provider, case and queue size.
 func runFetch(ctx context.Context, cfg Config, root string) (*FetchResult, error) {
@@ -96,10 +96,8 @@ func runFetch(ctx context.Context, cfg Config, root string) (*FetchResult, error
 				res.Cells = append(res.Cells, c)
 				cfg.logf("  fetch %-6s %-7s N=%-6d p50 %v p99 %v (first fetch %v, open %v, set-up %v)",
 					prov, fcase, n, c.P50, c.P99, c.FirstFetch.Round(time.Microsecond), c.Open.Round(time.Microsecond), c.SetupTime.Round(time.Millisecond))
-				if !cfg.Keep {
-					if err := os.RemoveAll(dir); err != nil {
-						return nil, fmt.Errorf("fetch: %w", err)
-					}
+				if err := removeRunDir(cfg, dir); err != nil {
+					return nil, fmt.Errorf("fetch: %w", err)
 				}
 			}
 		}
@@ -136,6 +134,7 @@ func fetchCell(ctx context.Context, cfg Config, prov, fcase string, n int, dir s
 		return c, fmt.Errorf("set-up: %w", err)
 	}
 	c.SetupTime, c.Setup = time.Since(t), setup
+	flushAll() // the unsynced set-up's write-back must not run during the measurement
 
 	// Several processes, one after the other: the machine is shared, and a
 	// single process's figures drift by tens of percent.

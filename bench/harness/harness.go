@@ -90,3 +90,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	return res, errors.Join(errs...)
 }
+
+// removeRunDir removes a finished run's directory (unless cfg.Keep) and
+// flushes the file systems, so the next measurement starts quiet.
+func removeRunDir(cfg Config, dir string) error {
+	if cfg.Keep {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	flushAll()
+	return nil
+}

@@ -101,10 +101,8 @@ func runRestart(ctx context.Context, cfg Config, root string) (*RestartResult, e
 				return nil, fmt.Errorf("restart %s %d instances: %w", prov, instances, err)
 			}
 			res.Cells = append(res.Cells, c)
-			if !cfg.Keep {
-				if err := os.RemoveAll(dir); err != nil {
-					return nil, fmt.Errorf("restart: %w", err)
-				}
+			if err := removeRunDir(cfg, dir); err != nil {
+				return nil, fmt.Errorf("restart: %w", err)
 			}
 		}
 	}
@@ -120,6 +118,7 @@ func restartCell(ctx context.Context, cfg Config, prov, dir string, instances in
 		return c, fmt.Errorf("set-up: %w", err)
 	}
 	c.Setup, c.SetupTime = setup, time.Since(t)
+	flushAll() // the unsynced set-up's write-back must not run during the measurement
 	cfg.logf("  restart %-6s %d instances (%d pending): set-up %v", prov, instances, c.Pending, c.SetupTime.Round(time.Millisecond))
 	for run := range cfg.Runs {
 		r, err := restartRun(ctx, cfg, prov, dir)

@@ -37,3 +37,8 @@ func fsType(dir string) string {
 // inMemoryFS reports whether a file system type keeps data only in memory,
 // where fsync costs nothing and a benchmark of durability means nothing.
 func inMemoryFS(typ string) bool { return typ == "tmpfs" || typ == "ramfs" }
+
+// flushAll writes every dirty page of every file system to disk (sync(2)),
+// so that the write-back of an unsynced set-up or of a removed run
+// directory does not run during the next measurement.
+func flushAll() { syscall.Sync() }

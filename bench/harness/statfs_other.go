@@ -7,3 +7,6 @@ func fsType(string) string { return "unknown" }
 
 // inMemoryFS cannot tell outside Linux.
 func inMemoryFS(string) bool { return false }
+
+// flushAll does nothing outside Linux.
+func flushAll() {}

@@ -142,10 +142,8 @@ func runThroughput(ctx context.Context, cfg Config, root string) (*ThroughputRes
 					cell.Runs = append(cell.Runs, r)
 					cfg.logf("  throughput %-6s %-6s %d proc run %d: %6.0f turns/s %6.0f activities/s (%v, %d turns, peak RSS %d MiB)",
 						wl, prov, procs, run+1, r.TurnsPerSec(), r.ActivitiesPerSec(), r.Wall.Round(time.Millisecond), r.Turns, r.MaxRSSKiB/1024)
-					if !cfg.Keep {
-						if err := os.RemoveAll(dir); err != nil {
-							return nil, fmt.Errorf("throughput: %w", err)
-						}
+					if err := removeRunDir(cfg, dir); err != nil {
+						return nil, fmt.Errorf("throughput: %w", err)
 					}
 				}
 			}
