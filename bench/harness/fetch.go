@@ -32,6 +32,8 @@ const fetchDelay = 24 * time.Hour
 
 // FetchCell is one provider × case × queue size.
 type FetchCell struct {
+	// Provider is ProviderDurofs or ProviderSQLite; Case is FetchVisible or
+	// FetchDelayed.
 	Provider, Case string
 	// Queued is the number of queued orchestrator messages (N distinct
 	// instances; in the delayed case N delayed plus Visible visible).

@@ -36,13 +36,15 @@ type RestartRun struct {
 
 // RestartCell is every run of one provider and scenario.
 type RestartCell struct {
+	// Provider is ProviderDurofs or ProviderSQLite.
 	Provider string
 	// Instances are on disk, of which Pending had pending work at set-up.
 	Instances, Pending int
 	// Setup says how the directory was built and how long it took.
 	Setup     string
 	SetupTime time.Duration
-	Runs      []RestartRun
+	// Runs are the kill -9 and restart runs, in order.
+	Runs []RestartRun
 }
 
 // Median returns the median of f over the runs.

@@ -38,9 +38,13 @@ func (r ThroughputRun) ActivitiesPerSec() float64 { return float64(r.Activities)
 
 // ThroughputCell is every run of one provider, workload and process count.
 type ThroughputCell struct {
+	// Provider is ProviderDurofs or ProviderSQLite; Workload is
+	// WorkloadChain or WorkloadFanOut.
 	Provider, Workload string
-	Procs              int
-	Runs               []ThroughputRun
+	// Procs is the number of worker processes.
+	Procs int
+	// Runs are the measured runs, in order.
+	Runs []ThroughputRun
 }
 
 // MedianTurnsPerSec is the median over runs.
