@@ -2,12 +2,14 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints powerloss bench clean
+.PHONY: test vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints powerloss bench bench-quick clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
-## multi-process race tests' round counts.
+## multi-process race tests' round counts. The bench module (its own go.mod)
+## is tested too: its harness test runs every benchmark once at a tiny size.
 test: vet crossbuild
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory races
 
 vet:
@@ -56,9 +58,19 @@ crashpoints:
 powerloss:
 	$(GO) test -count=1 -v -run 'TestPowerLoss' ./provider/ | grep -E 'power loss|^(---|ok|FAIL)'
 
-## bench: fsyncs per ack and turn cost (see BENCHMARKS.md).
+## bench: the benchmark harness (see BENCHMARKS.md): durable turn throughput
+## at 1, 2 and 4 processes vs the SQLite reference, exact fsyncs per ack,
+## fetch latency at 100 / 10k / 100k queued messages, restart after kill -9
+## with 10k instances, peak RSS; targets of design.md §7 marked PASS/MISS.
+## Data goes to bench/.data (or $$DUROBENCH_DIR), which must be on a disk.
+## The report is printed and written to bench/bench-report.md.
+BENCH_ARGS ?=
 bench:
-	$(GO) test -run XXX -bench . -benchtime 300x ./provider/
+	cd bench && $(GO) run ./cmd/durobench -out bench-report.md $(BENCH_ARGS)
+
+## bench-quick: the harness at tiny sizes (checks it runs; figures mean nothing).
+bench-quick:
+	cd bench && $(GO) run ./cmd/durobench -quick -runs 1 $(BENCH_ARGS)
 
 ## demo: the main job (see README).
 demo:

@@ -1,0 +1,133 @@
+// Command durobench is durofs's benchmark harness (`make bench`): durable
+// turn throughput at 1, 2 and 4 processes side by side with the SQLite
+// reference provider, exact fsyncs per ack, fetch latency with up to
+// 100,000 queued messages, restart time after kill -9 with 10,000
+// instances, and peak RSS, printed as a markdown table with design.md §7's
+// targets marked PASS or MISS.
+//
+// Usage:
+//
+//	durobench [-quick] [-runs N] [-only fsyncs,throughput,fetch,restart] [-procs 1,2,4] [-out FILE] [-dir DIR]
+//
+// Benchmark data goes to -dir (default $DUROBENCH_DIR, else .data), which
+// must be on a disk, not tmpfs. durobench re-executes itself as
+// `durobench child ...` for its worker processes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/durofs/durofs/bench/harness"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "child" {
+		return harness.ChildMain(ctx, args[1:], stdin, stdout, stderr)
+	}
+	fs := flag.NewFlagSet("durobench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defDir := os.Getenv("DUROBENCH_DIR")
+	if defDir == "" {
+		defDir = ".data"
+	}
+	quick := fs.Bool("quick", false, "tiny sizes (checks that everything runs; the figures mean nothing)")
+	runs := fs.Int("runs", 3, "runs per throughput and restart figure (the median is reported)")
+	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(harness.Sections, ", ")+" (default all)")
+	procs := fs.String("procs", "1,2,4", "comma-separated process counts of the throughput section")
+	providers := fs.String("providers", "durofs,sqlite", "comma-separated providers to compare")
+	out := fs.String("out", "", "also write the markdown report to this file")
+	dir := fs.String("dir", defDir, "benchmark data directory (on a disk, not tmpfs; default $DUROBENCH_DIR or .data)")
+	keep := fs.Bool("keep", false, "keep the benchmark data")
+	allowTmpfs := fs.Bool("allow-tmpfs", false, "allow a data directory on tmpfs/ramfs")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "durobench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg := harness.Config{
+		Dir: *dir, Quick: *quick, Runs: *runs, Keep: *keep, AllowTmpfs: *allowTmpfs,
+		Providers: split(*providers),
+		Command:   "durobench " + strings.Join(args, " "),
+		Log:       stderr,
+	}
+	if *quiet {
+		cfg.Log = io.Discard
+	}
+	if *only != "" {
+		cfg.Only = split(*only)
+	}
+	for _, p := range split(*procs) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			fmt.Fprintf(stderr, "durobench: -procs: %v\n", err)
+			return 2
+		}
+		cfg.Procs = append(cfg.Procs, n)
+	}
+	res, err := harness.Run(ctx, cfg)
+	if res != nil {
+		if werr := res.WriteMarkdown(stdout); werr != nil {
+			fmt.Fprintf(stderr, "durobench: %v\n", werr)
+			return 1
+		}
+		if *out != "" {
+			if werr := writeFile(*out, res); werr != nil {
+				fmt.Fprintf(stderr, "durobench: %v\n", werr)
+				return 1
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "durobench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func writeFile(path string, res *harness.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := res.WriteMarkdown(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/durofs/durofs/bench/sqliteref"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/provider"
+)
+
+// sqliteFile is the SQLite reference's database file inside a run's directory.
+const sqliteFile = "ref.db"
+
+// openOptions select how a provider is opened.
+type openOptions struct {
+	// noSync opens durofs in ProcessCrashSafe mode (set-up only; the
+	// SQLite reference has no such mode and ignores it).
+	noSync bool
+	// fs is durofs's file system hook (fsync counting).
+	fs vfs.FS
+	// sweepOff disables durofs's background sweep.
+	sweepOff bool
+	// log receives the provider's warnings (default: stderr, warnings only).
+	log *slog.Logger
+}
+
+// closer is a provider that can be closed.
+type closer interface {
+	provider.Provider
+	io.Closer
+}
+
+// warnLogger logs warnings and errors to w.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// openProvider opens the named provider on a run directory: durofs uses dir
+// itself, the SQLite reference the file ref.db inside it.
+func openProvider(name, dir string, o openOptions) (closer, error) {
+	if o.log == nil {
+		o.log = warnLogger(os.Stderr)
+	}
+	switch name {
+	case ProviderDurofs:
+		opts := provider.Options{Logger: o.log, FS: o.fs}
+		if o.noSync {
+			opts.Durability = provider.ProcessCrashSafe
+		}
+		if o.sweepOff {
+			opts.SweepInterval = -1
+		}
+		p, err := provider.Open(dir, opts)
+		if err != nil {
+			return nil, fmt.Errorf("open durofs %s: %w", dir, err)
+		}
+		return p, nil
+	case ProviderSQLite:
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		p, err := sqliteref.Open(filepath.Join(dir, sqliteFile), sqliteref.Options{Logger: o.log})
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", dir, err)
+		}
+		return p, nil
+	default:
+		return nil, fmt.Errorf("unknown provider %q", name)
+	}
+}
+
+// admin returns p's management capability or nil.
+func admin(p provider.Provider) provider.Admin {
+	if a, ok := p.Admin(); ok {
+		return a
+	}
+	return nil
+}
+
+// queueDepth returns the number of unlocked orchestrator messages, or -1
+// when the provider has no Admin.
+func queueDepth(ctx context.Context, p provider.Provider) (int, error) {
+	a := admin(p)
+	if a == nil {
+		return -1, nil
+	}
+	d, err := a.GetQueueDepths(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue depths: %w", err)
+	}
+	return int(d.OrchestratorQueue), nil
+}
