@@ -10,6 +10,7 @@ PKGS := ./...
 test: vet crossbuild
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -run XXX -bench . -benchtime 1x ./provider/ > /dev/null
 	@$(MAKE) --no-print-directory races
 
 vet:

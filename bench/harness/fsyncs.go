@@ -19,8 +19,9 @@ type SyncClass struct {
 	Label string
 	// Calls is how many calls were counted.
 	Calls int
-	// FileSyncs and DirSyncs are totals over those calls.
-	FileSyncs, DirSyncs int64
+	// FileSyncs, DirSyncs and Barriers (file-system syncs, syncfs) are
+	// totals over those calls.
+	FileSyncs, DirSyncs, Barriers int64
 	// MinTotal and MaxTotal are the fewest and most syncs of one call.
 	MinTotal, MaxTotal int64
 }
@@ -33,10 +34,18 @@ func (c SyncClass) PerCall() (file, dir float64) {
 	return float64(c.FileSyncs) / float64(c.Calls), float64(c.DirSyncs) / float64(c.Calls)
 }
 
-// Total returns the mean fsyncs (files + directories) per call.
+// BarriersPerCall returns the mean file-system barriers per call.
+func (c SyncClass) BarriersPerCall() float64 {
+	if c.Calls == 0 {
+		return 0
+	}
+	return float64(c.Barriers) / float64(c.Calls)
+}
+
+// Total returns the mean syncs (files + directories + barriers) per call.
 func (c SyncClass) Total() float64 {
 	f, d := c.PerCall()
-	return f + d
+	return f + d + c.BarriersPerCall()
 }
 
 func (c *SyncClass) add(d vfs.Counts) {
@@ -50,6 +59,7 @@ func (c *SyncClass) add(d vfs.Counts) {
 	c.Calls++
 	c.FileSyncs += d.FileSyncs
 	c.DirSyncs += d.DirSyncs
+	c.Barriers += d.FSSyncs
 }
 
 // FsyncResult is the fsync section's result.
@@ -65,8 +75,10 @@ type FsyncResult struct {
 	// in, one activity out). Calls is 0 if the workload had none.
 	FirstTurn, SteadyTurn SyncClass
 	// Total is every sync the FS saw; Unattributed those made outside the
-	// counted calls (background work), which should be none.
+	// counted calls: only the cleaner's barriers (barrier commit mode).
 	Total, Unattributed vfs.Counts
+	// CommitMode is the provider's commit mode ("barrier" or "per-file").
+	CommitMode string
 	// Verify is the workload check.
 	Verify string
 }
@@ -101,7 +113,7 @@ func (s *syncCounter) call(f func() (label string)) {
 	before := s.cfs.Counts()
 	label := f()
 	d := s.cfs.Counts().Sub(before)
-	s.counted = vfs.Counts{FileSyncs: s.counted.FileSyncs + d.FileSyncs, DirSyncs: s.counted.DirSyncs + d.DirSyncs}
+	s.counted = vfs.Counts{FileSyncs: s.counted.FileSyncs + d.FileSyncs, DirSyncs: s.counted.DirSyncs + d.DirSyncs, FSSyncs: s.counted.FSSyncs + d.FSSyncs}
 	c, ok := s.classes[label]
 	if !ok {
 		c = &SyncClass{Label: label}
@@ -372,8 +384,12 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 			sz.FsyncChains, sz.FsyncChainLength, sz.FsyncFanOut),
 		OrchAcks: sc.orch, WorkAcks: sc.work,
 		FirstTurn: sc.first, SteadyTurn: sc.steady,
-		Total:  cfs.Counts().Sub(base),
-		Verify: rep.String(),
+		Total:      cfs.Counts().Sub(base),
+		Verify:     rep.String(),
+		CommitMode: "unknown",
+	}
+	if m, ok := p.(interface{ CommitMode() provider.CommitSync }); ok {
+		res.CommitMode = m.CommitMode().String()
 	}
 	res.OrchAcks.Label, res.WorkAcks.Label = "orchestration ack (all)", "work-item ack (all)"
 	res.FirstTurn.Label = "orchestration ack, first turn of a chain (start in, 1 activity out)"
