@@ -25,7 +25,7 @@
 //	instances/<key>/executions/<n>/history.jsonl   package history records, one event each
 //	instances/<key>/executions/<n>/state.json      execution status, output, pin, timestamps
 //	queues/orchestrator/, queues/worker/   package fsqueue queues (worker items carry claims)
-//	commits/<key>.json                     a pending commit record of one instance
+//	commits/<key>.json                     an instance's last commit record (until cleaned; fs_barrier.go)
 //	commits/~del-<uuid>.json               a pending deletion group
 //	sessions/<key>.json                    session ownership leases
 //	quarantine/                            unusable files, with a .reason file each
