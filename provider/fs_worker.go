@@ -360,6 +360,10 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 			if err != nil || !exists || c.State != claimStateAcked {
 				return err
 			}
+			if p.barrier != nil && p.workAckApplied(name, c) {
+				p.scheduleCleanup(true, name, c.Token) // done; only the claim is left
+				return nil
+			}
 			var data workAckData
 			_ = json.Unmarshal(c.Data, &data)
 			n++

@@ -3,6 +3,7 @@ package vfs
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -11,15 +12,17 @@ import (
 
 // syncFS calls syncfs(2) on the file system holding dir. Since Linux 5.8
 // syncfs reports writeback errors of that file system (errseq), which is
-// what makes it usable as a commit barrier.
+// what makes it usable as a commit barrier - but only errors that happened
+// after the descriptor was opened. So the descriptor of each directory is
+// opened once and kept for the life of the process: a writeback error at
+// any time after the first barrier is reported by the next one.
 func syncFS(dir string) error {
-	d, err := os.Open(dir)
+	fd, err := barrierFD(dir)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
 	for {
-		err = unix.Syncfs(int(d.Fd()))
+		err = unix.Syncfs(fd)
 		if err != unix.EINTR {
 			break
 		}
@@ -28,6 +31,24 @@ func syncFS(dir string) error {
 		return &os.PathError{Op: "syncfs", Path: dir, Err: err}
 	}
 	return nil
+}
+
+var barrierFDs sync.Map // cleaned dir → *os.File, never closed
+
+func barrierFD(dir string) (int, error) {
+	dir = filepath.Clean(dir)
+	if f, ok := barrierFDs.Load(dir); ok {
+		return int(f.(*os.File).Fd()), nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return -1, err
+	}
+	if prev, loaded := barrierFDs.LoadOrStore(dir, f); loaded {
+		f.Close()
+		f = prev.(*os.File)
+	}
+	return int(f.Fd()), nil
 }
 
 // bootOnce reads the boot id, and refuses kernels older than 5.8, whose
