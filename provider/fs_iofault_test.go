@@ -109,3 +109,91 @@ func TestAckIOFaultChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkAckIOFaultChangesNothing injects an I/O error at each step of a
+// work-item ack up to its commit point (the acked claim), in both commit
+// modes. The ack must fail retryably, publish no completion, leave the item
+// in place and still locked by its holder (another fetch gets nothing),
+// leave nothing staged, and succeed with the same token once the fault is
+// gone - after a reopen if a barrier failed (fs_barrier.go).
+func TestWorkAckIOFaultChangesNothing(t *testing.T) {
+	eio := syscall.EIO
+	cases := []struct {
+		mode CommitSync
+		name string
+		op   string
+		nth  int
+	}{
+		{CommitPerFile, "stage write fails (ENOSPC)", "write", 1},
+		{CommitPerFile, "stage fsync fails", "sync", 1},
+		{CommitPerFile, "stage rename fails", "rename", 1},
+		{CommitPerFile, "queue dir fsync after staging fails", "syncdir", 1},
+		{CommitPerFile, "claim write fails", "write", 2},
+		{CommitPerFile, "claim fsync fails", "sync", 2},
+		{CommitPerFile, "claim rename fails", "rename", 2},
+		{CommitPerFile, "claims dir fsync fails (claim already renamed)", "syncdir", 2},
+		{CommitBarrier, "stage write fails (ENOSPC)", "write", 1},
+		{CommitBarrier, "stage rename fails", "rename", 1},
+		{CommitBarrier, "claim write fails", "write", 2},
+		{CommitBarrier, "barrier fails", "syncfs", 1},
+		{CommitBarrier, "claim rename fails", "rename", 2},
+		{CommitBarrier, "claims dir fsync fails (claim already renamed)", "syncdir", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.mode.String()+"/"+c.name, func(t *testing.T) {
+			ctx := context.Background()
+			mem := vfs.NewStrictMem()
+			mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
+			opts := Options{FS: mem, SweepInterval: -1, CommitSync: c.mode}
+			p := openT(t, "/d", opts)
+			mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "wi", ExecutionID: 1, ID: 7, Name: "a", Input: "x"}))
+			w, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, DefaultOnlyTags())
+			if err != nil || w == nil {
+				t.Fatal(w, err)
+			}
+			ack := func(p *FSProvider) error {
+				return p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "wi", ExecutionID: 1, ID: 7, Result: "r"})
+			}
+			var injected error = eio
+			if c.op == "write" && c.nth == 1 {
+				injected = syscall.ENOSPC
+			}
+			mem.InjectError(c.op, c.nth, injected)
+			err = ack(p)
+			mem.ClearFaults()
+			if err == nil {
+				t.Fatal("work ack succeeded despite the injected fault")
+			}
+			if !IsRetryable(err) || !errors.Is(err, injected) {
+				t.Errorf("work ack error = %v; want a retryable error wrapping %v", err, injected)
+			}
+			if entries, _ := p.orchQ.List(); len(entries) != 0 {
+				t.Errorf("completion published by a failed work ack: %+v", entries)
+			}
+			if s, _ := p.orchQ.Staged(); len(s) != 0 {
+				t.Errorf("staged completions left: %v", s)
+			}
+			if entries, _ := p.workQ.List(); len(entries) != 1 {
+				t.Errorf("worker queue after a failed ack: %+v, want the item", entries)
+			}
+			if again, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, DefaultOnlyTags()); err != nil || again != nil {
+				t.Errorf("fetch after a failed work ack = %+v, %v; want nothing (the lock stays)", again, err)
+			}
+			if c.op == "syncfs" {
+				if err := ack(p); !errors.Is(err, ErrSyncFailed) || !IsRetryable(err) {
+					t.Errorf("work ack after a failed barrier = %v; want a retryable ErrSyncFailed", err)
+				}
+				mustNoErr(t, p.Close())
+				p = openT(t, "/d", opts)
+			}
+			mustNoErr(t, ack(p))
+			entries, _ := p.orchQ.List()
+			if len(entries) != 1 || entries[0].Attrs[attrInstance] != "wi" {
+				t.Errorf("orchestrator queue after the retried ack = %+v, want the completion once", entries)
+			}
+			if entries, _ := p.workQ.List(); len(entries) != 0 {
+				t.Errorf("worker queue after the retried ack: %+v, want empty", entries)
+			}
+		})
+	}
+}
