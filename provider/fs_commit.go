@@ -347,8 +347,11 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	if md.Status != nil {
 		ne.Status = *md.Status
 		ne.Output = md.Output
-		c := nowMs
-		ne.CompletedAtMs = &c
+		ne.CompletedAtMs = nil // contract §2.19: completed_at only once terminal
+		if ne.Status != "Running" {
+			c := nowMs
+			ne.CompletedAtMs = &c
+		}
 	}
 	ne.EventCount = uint64(len(scan.Records) + len(delta))
 	rec.ExecutionFile = &ne
