@@ -433,11 +433,12 @@ func (g *ClaimGuard) Write(c Claim) error {
 // Commit durably replaces the message's claim, making it a commit record:
 // the new claim is written unsynced, barrier makes it (and everything the
 // caller wrote before) durable, then it is renamed into place and the
-// claims directory fsynced ([vfs.WriteFileAfterBarrier]). When Commit
+// claims directory fsynced by syncDir (nil: an fsync of its own; see
+// [vfs.WriteFileAfterBarrier] and [Queue.SyncClaimsDir]). When Commit
 // returns nil the claim is durable; when it fails the old claim is in place
 // (or, if only the final directory fsync failed, the new one with unknown
 // durability - the caller must treat its commit as failed).
-func (g *ClaimGuard) Commit(c Claim, barrier func() error) error {
+func (g *ClaimGuard) Commit(c Claim, barrier, syncDir func() error) error {
 	if err := g.checkWrite(c); err != nil {
 		return err
 	}
@@ -445,7 +446,7 @@ func (g *ClaimGuard) Commit(c Claim, barrier func() error) error {
 	if err != nil {
 		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
 	}
-	if err := vfs.WriteFileAfterBarrier(g.q.fsys, g.q.claimPath(g.name), data, barrier); err != nil {
+	if err := vfs.WriteFileAfterBarrier(g.q.fsys, g.q.claimPath(g.name), data, barrier, syncDir); err != nil {
 		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/sharedsync"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -123,8 +124,16 @@ type FSProvider struct {
 	// barrier is non-nil in barrier commit mode (fs_barrier.go); bootID is
 	// then the boot the process runs in, and clean its pending cleanups.
 	barrier *groupBarrier
-	bootID  string
-	clean   cleaner
+	// commitsSync and claimsSync group the fsyncs of commits/ and of the
+	// worker queue's claims/ that make barrier-mode commit points durable.
+	commitsSync, claimsSync *groupBarrier
+	// shared, if not nil, shares barriers with the other processes using
+	// the directory (internal/sharedsync); the barrier runs through it.
+	shared         *sharedsync.Coordinator
+	sharedBarriers bool   // share barriers if the OS allows (real FS only)
+	sharedMode     uint32 // permission bits of the shared file
+	bootID         string
+	clean          cleaner
 	// unusableWarned maps an instance key to when fetch last warned that it
 	// skips the instance (symlinks.go), to log once a minute, not per poll.
 	unusableWarned sync.Map
@@ -137,6 +146,11 @@ type formatFile struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 }
+
+// sharedSyncFile is the file, at the top of the directory, through which
+// processes share barriers (internal/sharedsync). It is never synced and
+// holds no durable state: deleting it while no process runs is harmless.
+const sharedSyncFile = "sync.shm"
 
 // FormatVersion is the on-disk format major version this code reads and writes.
 const FormatVersion = 1
@@ -206,7 +220,20 @@ func (p *FSProvider) initCommitSync(mode CommitSync) error {
 		return nil
 	}
 	p.bootID = boot
-	p.barrier = newGroupBarrier(func() error { return vfs.SyncFS(p.fs, p.dir) })
+	run := func() error { return vfs.SyncFS(p.fs, p.dir) }
+	if p.sharedBarriers {
+		// The probe above opened the barrier descriptor: now take a ticket.
+		c, err := sharedsync.Open(filepath.Join(p.dir, sharedSyncFile), p.sharedMode, run)
+		if err != nil {
+			p.log.Debug("durofs: barriers not shared between processes", "dir", p.dir, "reason", err)
+		} else {
+			p.shared = c
+			run = c.Sync
+		}
+	}
+	p.barrier = newGroupBarrier(run)
+	p.commitsSync = newGroupSync(func() error { return p.fs.SyncDir(filepath.Join(p.dir, "commits")) })
+	p.claimsSync = newGroupSync(func() error { return p.workQ.SyncClaimsDir() })
 	p.clean.pending = map[cleanup]uint64{}
 	return nil
 }
@@ -255,6 +282,14 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 		notifyCh: make(chan struct{}), stop: make(chan struct{}),
 	}
 	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir)
+	// Barriers are shared between processes only on the real file system
+	// (an injected FS - faults, counting, power-loss simulation - sees
+	// every barrier of its own provider).
+	p.sharedBarriers = opts.FS == nil
+	p.sharedMode = uint32(opts.FileMode)
+	if p.sharedMode == 0 {
+		p.sharedMode = uint32(vfs.FilePerm)
+	}
 	return p
 }
 
@@ -340,7 +375,11 @@ func (p *FSProvider) writeFile(path string, data []byte) error {
 func (p *FSProvider) Close() error {
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
-	return errors.Join(p.orchQ.Close(), p.workQ.Close())
+	var serr error
+	if p.shared != nil {
+		serr = p.shared.Close()
+	}
+	return errors.Join(p.orchQ.Close(), p.workQ.Close(), serr)
 }
 
 // Name implements Provider.

@@ -41,6 +41,18 @@ package provider
 // every record left is applied again, because the marker may have reached
 // the disk while the apply's effects did not.
 //
+// Group commit. Concurrent commits share both syncs: a barrier that starts
+// after a commit's writes completed serves it, and so does an fsync of
+// commits/ (or claims/) that starts after its rename. Within a process,
+// groupBarrier gathers the callers that arrive while a sync runs into the
+// next one. Between processes (on the real file system), the barrier runs
+// through internal/sharedsync: a mapped counter file (sync.shm) and an
+// flock let a process whose writes another process's barrier covers skip
+// its own, so N processes under load do not queue N barriers in the kernel.
+// Trust follows the order processes opened their barrier descriptors (see
+// that package on syncfs error reporting), and a failure anywhere stops
+// every process.
+//
 // Work-item acks follow the same pattern with the acked claim as the commit
 // record (fsqueue.ClaimGuard.Commit), removed by the cleaner after a later
 // barrier.
@@ -99,19 +111,37 @@ var ErrSyncFailed = errors.New("file-system sync failed; reopen the provider")
 
 // groupBarrier runs file-system barriers for the process. Callers that
 // arrive while one runs wait for the next one and share it (group commit),
-// so N concurrent acks cost about two barriers, not N.
+// so N concurrent acks cost about two barriers, not N. The same type groups
+// the fsyncs of one directory (newGroupSync), where a failure is reported
+// to the callers of that round only.
 type groupBarrier struct {
-	run func() error
+	run    func() error
+	sticky bool // a failure fails every later call (barriers: fsyncgate)
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	started uint64 // barriers started so far (the last one's sequence number)
-	done    uint64 // sequence number of the last barrier that succeeded
-	running bool
-	err     error // sticky: set by the first failure
+	mu        sync.Mutex
+	cond      *sync.Cond
+	started   uint64 // barriers started so far (the last one's sequence number)
+	done      uint64 // sequence number of the last barrier that succeeded
+	failedSeq uint64 // sequence number of the last barrier that failed
+	lastErr   error  // its error
+	running   bool
+	err       error // sticky: set by the first failure
 }
 
+// newGroupBarrier groups file-system barriers: the first failure is sticky
+// (see ErrSyncFailed).
 func newGroupBarrier(run func() error) *groupBarrier {
+	b := &groupBarrier{run: run, sticky: true}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// newGroupSync groups the fsyncs of one directory: an fsync that starts
+// after a rename completed makes it durable, so concurrent commits renaming
+// into the same directory share one. A failure is returned to the callers
+// whose round failed; the next call tries again (each commit that got the
+// error is rolled back, as with an fsync of its own).
+func newGroupSync(run func() error) *groupBarrier {
 	b := &groupBarrier{run: run}
 	b.cond = sync.NewCond(&b.mu)
 	return b
@@ -130,6 +160,9 @@ func (b *groupBarrier) Sync() error {
 		if b.done >= target {
 			return nil
 		}
+		if b.failedSeq >= target {
+			return b.lastErr
+		}
 		if b.running {
 			b.cond.Wait()
 			continue
@@ -141,10 +174,13 @@ func (b *groupBarrier) Sync() error {
 		err := b.run()
 		b.mu.Lock()
 		b.running = false
-		if err != nil {
-			b.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
-		} else {
+		switch {
+		case err == nil:
 			b.done = seq
+		case b.sticky:
+			b.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
+		default:
+			b.failedSeq, b.lastErr = seq, err
 		}
 		b.cond.Broadcast()
 	}

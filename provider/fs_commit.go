@@ -530,7 +530,7 @@ func (p *FSProvider) writeCommit(key string, data []byte) error {
 	if testSkipSyncDir == "barrier" {
 		barrier = func() error { return nil }
 	}
-	return vfs.WriteFileAfterBarrier(p.fs, p.commitPath(key), data, barrier)
+	return vfs.WriteFileAfterBarrier(p.fs, p.commitPath(key), data, barrier, p.commitsSync.Sync)
 }
 
 // slotBarrier is called before a commit that replaces an instance's commit

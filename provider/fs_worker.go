@@ -278,7 +278,7 @@ func (p *FSProvider) stageCompletion(m fsqueue.Message) error {
 // the staged completion too) and a claims-directory fsync.
 func (p *FSProvider) commitClaim(g *fsqueue.ClaimGuard, c fsqueue.Claim) error {
 	if p.barrier != nil {
-		return g.Commit(c, p.barrier.Sync)
+		return g.Commit(c, p.barrier.Sync, p.claimsSync.Sync)
 	}
 	return g.Write(c)
 }

@@ -101,8 +101,11 @@ func WriteFileNoDirSync(fsys FS, path string, data []byte) error {
 // file-system barrier instead of an fsync of the new file: it writes a
 // temporary file beside path (not synced), calls barrier - which must make
 // every change completed so far durable, the temporary file included (see
-// [SyncFS]) - renames it over path and fsyncs path's directory. One barrier
-// thus covers the new file and everything the caller wrote before it.
+// [SyncFS]) - renames it over path and fsyncs path's directory (by calling
+// syncDir, which must fsync that directory in a call that starts after the
+// rename, possibly shared with concurrent callers; nil means
+// fsys.SyncDir). One barrier thus covers the new file and everything the
+// caller wrote before it.
 //
 // Crash analysis: before the rename, path holds its old content and the
 // temporary file is garbage a sweeper removes. After the rename, a kill -9
@@ -111,7 +114,7 @@ func WriteFileNoDirSync(fsys FS, path string, data []byte) error {
 // or an empty file, because the barrier made the new data durable before it
 // got its name. After the directory fsync the new content is durable. A
 // barrier error fails the call with path unchanged.
-func WriteFileAfterBarrier(fsys FS, path string, data []byte, barrier func() error) error {
+func WriteFileAfterBarrier(fsys FS, path string, data []byte, barrier, syncDir func() error) error {
 	tmp := tempName(path)
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FilePerm)
 	if err != nil {
@@ -132,7 +135,10 @@ func WriteFileAfterBarrier(fsys FS, path string, data []byte, barrier func() err
 		_ = fsys.Remove(tmp)
 		return fmt.Errorf("vfs: write %s: %w", path, err)
 	}
-	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+	if syncDir == nil {
+		syncDir = func() error { return fsys.SyncDir(filepath.Dir(path)) }
+	}
+	if err := syncDir(); err != nil {
 		return fmt.Errorf("vfs: write %s: sync dir: %w", path, err)
 	}
 	return nil

@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	keep := fs.Bool("keep", false, "keep the benchmark data")
 	allowTmpfs := fs.Bool("allow-tmpfs", false, "allow a data directory on tmpfs/ramfs")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	dispatchers := fs.Int("dispatchers", 0, "orchestration dispatchers per throughput/restart process (default 2)")
+	workers := fs.Int("workers", 0, "activity workers per throughput/restart process (default 2)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -78,6 +80,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if *only != "" {
 		cfg.Only = split(*only)
+	}
+	if *dispatchers > 0 || *workers > 0 {
+		sz := harness.DefaultSizes()
+		if *quick {
+			sz = harness.QuickSizes()
+		}
+		if *dispatchers > 0 {
+			sz.Dispatchers = *dispatchers
+		}
+		if *workers > 0 {
+			sz.Workers = *workers
+		}
+		cfg.Sizes = &sz
 	}
 	for _, p := range split(*procs) {
 		n, err := strconv.Atoi(p)
