@@ -34,6 +34,9 @@ var (
 	// ErrInvalidName means a message name is not a 26-character upper-case
 	// ULID, or a token does not start with one.
 	ErrInvalidName = errors.New("fsqueue: invalid message name")
+	// ErrCorrupt means a message file exists but does not decode (damaged,
+	// or a staged file left partial by a crash: see [Queue.StageDeferred]).
+	ErrCorrupt = errors.New("fsqueue: corrupt message file")
 )
 
 const (
@@ -406,12 +409,18 @@ func (q *Queue) Stage(m Message) error {
 // StageDeferred is Stage without any fsync. The caller must make the staged
 // file durable before its commit point names it - with a file-system barrier
 // ([vfs.SyncFS]) that also covers everything else the commit wrote.
+//
+// The file is written under its staged name directly ([vfs.WriteNew], no
+// temporary file and rename): a staged file is read only through a commit
+// record that names it, written after it and made durable by the same
+// barrier, so one left partial by a kill -9 or a power loss before that
+// barrier has no record and is removed as an orphan ([Queue.Staged]).
 func (q *Queue) StageDeferred(m Message) error {
 	data, err := q.encode(&m)
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileNoDirSync(vfs.NoSync(q.fsys), q.stagedPath(m.Name), data); err != nil {
+	if err := vfs.WriteNew(vfs.NoSync(q.fsys), q.stagedPath(m.Name), data); err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
 	}
 	return nil
@@ -483,7 +492,7 @@ func (q *Queue) ReadStaged(name string) (Message, error) {
 	}
 	var m Message
 	if err := json.Unmarshal(data, &m); err != nil {
-		return Message{}, fmt.Errorf("fsqueue: read staged %s: corrupt message file: %w", name, err)
+		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: %w", name, ErrCorrupt, err)
 	}
 	return m, nil
 }
@@ -600,10 +609,10 @@ func (q *Queue) Get(name string) (Message, error) {
 		return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
-		return Message{}, fmt.Errorf("fsqueue: get %s: corrupt message file: %w", name, err)
+		return Message{}, fmt.Errorf("fsqueue: get %s: %w: %w", name, ErrCorrupt, err)
 	}
 	if m.Name != name {
-		return Message{}, fmt.Errorf("fsqueue: get %s: corrupt message file: name %q", name, m.Name)
+		return Message{}, fmt.Errorf("fsqueue: get %s: %w: name %q", name, ErrCorrupt, m.Name)
 	}
 	q.msgs.mu.Lock()
 	if q.msgs.m == nil {

@@ -25,7 +25,8 @@
 //
 // # On-disk format
 //
-// The lease file is one JSON object, replaced atomically by [vfs.WriteFile]:
+// The lease file is one JSON object (padded with trailing spaces when
+// written in place):
 //
 //	{"token":"…","owner":"…","fence":N,"acquired_at_ms":N,"expires_at_ms":N,"data":<raw JSON>}
 //
@@ -44,6 +45,37 @@
 //     only [Guard.Write] replaces it.
 //
 // Unknown fields are ignored on read and dropped by the next write.
+//
+// # Writing in place
+//
+// A lease changes at every fetch and release, so with
+// [Store.WithInPlaceWrites] (volatile leases only) [Guard.Write] overwrites
+// the existing file in place when the new content fits in it (one write at
+// offset 0, padded with spaces to the file's size): no new file, no rename,
+// no freed blocks. Creating and deleting files is what costs most on a busy
+// ext4 (inode allocation skips recently deleted inodes; freed blocks are
+// discarded at each journal commit), and leases were a quarter of it. A new
+// file, or content that outgrew the file, is written by atomic replace and
+// padded to a multiple of 512 bytes so that later writes fit. Every write
+// happens under the flock, so no two writers interleave. What a crash leaves:
+//
+//   - kill -9 during the write: the write of one page to the page cache is
+//     not interrupted (a fatal signal is checked between pages), so the file
+//     has the old or the new content; a lease longer than a page could in
+//     principle be torn between pages, which the rule for unparseable files
+//     below covers (its writer is dead);
+//   - power loss: leases are never synced; the file may have the old or the
+//     new content, or be torn; all holders are dead then, and a torn file is
+//     unparseable (the rule below) or, if a torn mix happens to parse, still
+//     cannot lower a fence below the durable one the provider derives
+//     elsewhere (README, "Locks");
+//   - a failed write (EIO, ENOSPC while the file was still sparse): the old
+//     content is written back and the call fails; if that fails too, the file
+//     is unparseable and the rule below applies.
+//
+// Readers without the flock ([Store.Inspect]) may race a write and read a
+// torn mix; Inspect rereads on a parse error, and its result is a hint for
+// monitoring that callers re-check under the flock.
 //
 // # Unparseable lease files
 //
@@ -142,7 +174,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -195,9 +229,10 @@ func (l Lease) HeldAt(nowMs int64) bool { return l.Token != "" && l.ExpiresAtMs 
 // Store performs lease operations on a file system with a clock. It is safe
 // for concurrent use; it holds no state besides its FS and clock.
 type Store struct {
-	fsys   vfs.FS
-	clk    clock.Clock
-	tmpDir string
+	fsys    vfs.FS
+	clk     clock.Clock
+	tmpDir  string
+	inPlace bool
 }
 
 // NewStore returns a Store doing all I/O and locking through fsys and reading
@@ -212,6 +247,18 @@ func NewStore(fsys vfs.FS, clk clock.Clock) *Store {
 func (s *Store) WithTempDir(dir string) *Store {
 	c := *s
 	c.tmpDir = dir
+	return &c
+}
+
+// WithInPlaceWrites returns a Store whose [Guard.Write] overwrites an
+// existing lease file in place when the new content fits (see "Writing in
+// place"). Use it only for volatile leases (an FS that does not sync, as
+// the provider's): a power loss can tear a file written in place, which the
+// rule for unparseable files then covers; a durable lease must be replaced
+// atomically, the default.
+func (s *Store) WithInPlaceWrites() *Store {
+	c := *s
+	c.inPlace = true
 	return &c
 }
 
@@ -363,10 +410,11 @@ func decode(b []byte) (Lease, error) {
 	return l, nil
 }
 
-// Write atomically replaces the lease file with l via [vfs.WriteFile]. Its
-// durability follows the FS ([vfs.NoSync] makes it survive kill -9 but not
-// power loss). Write checks nothing: callers must not lower the fence. l.Data
-// must be valid JSON or empty.
+// Write replaces the lease file's content with l: by atomic replace, or in
+// place if the Store writes in place and it fits (see "Writing in place"). Its durability
+// follows the FS ([vfs.NoSync] makes it survive kill -9 but not power loss).
+// Write checks nothing: callers must not lower the fence. l.Data must be
+// valid JSON or empty.
 func (g *Guard) Write(l Lease) error {
 	if g.unlocked.Load() {
 		return errUnlocked
@@ -376,10 +424,65 @@ func (g *Guard) Write(l Lease) error {
 		return fmt.Errorf("lease: encode %s: %w", g.leasePath, err)
 	}
 	b = append(b, '\n')
+	if g.s.inPlace {
+		if done, err := g.overwrite(b); done || err != nil {
+			return err
+		}
+		b = pad(b, (len(b)+511)/512*512) // room for later writes in place
+	}
 	if err := vfs.WriteFileVia(g.s.fsys, g.s.tmpDir, g.leasePath, b); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
 	return nil
+}
+
+// maxInPlace bounds the lease files Write overwrites in place (a larger one
+// was damaged or written by someone else: replace it).
+const maxInPlace = 1 << 20
+
+// overwrite writes b over the lease file in place, padded to its size, if
+// the file is a regular file at least as large as b. done is false if it did
+// not try (then the caller replaces the file). On a failed or short write it
+// writes the old content back, best effort, and fails.
+func (g *Guard) overwrite(b []byte) (done bool, err error) {
+	f, err := g.s.fsys.OpenFile(g.leasePath, os.O_RDWR, 0)
+	if vfs.IsNotExist(err) || errors.Is(err, vfs.ErrSymlink) {
+		return false, nil // new, or a planted link: replace it (never write through a link)
+	}
+	if err != nil {
+		return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() < int64(len(b)) || fi.Size() > maxInPlace {
+		return false, nil
+	}
+	old := make([]byte, fi.Size())
+	if _, err := f.ReadAt(old, 0); err != nil {
+		return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
+	}
+	n, err := f.Write(pad(b, len(old)))
+	if err == nil && n == len(old) {
+		return true, nil
+	}
+	if err == nil {
+		err = io.ErrShortWrite
+	}
+	if _, serr := f.Seek(0, io.SeekStart); serr == nil {
+		_, _ = f.Write(old)
+	}
+	return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
+}
+
+// pad returns b followed by spaces up to size bytes (b if it is not shorter).
+func pad(b []byte, size int) []byte {
+	if len(b) >= size {
+		return b
+	}
+	return append(b, bytes.Repeat([]byte{' '}, size-len(b))...)
 }
 
 // ttlMs converts a TTL to whole milliseconds, refusing TTLs that would make a
@@ -567,15 +670,22 @@ func (s *Store) Release(ctx context.Context, lockPath, leasePath, token string) 
 	})
 }
 
-// Inspect reads the lease file without taking the flock: the file is only
-// ever replaced atomically, so the read sees one complete version, which may
-// be stale by the time it returns. Use it for monitoring, never to decide a
+// Inspect reads the lease file without taking the flock. A write in place
+// may race the read (see "Writing in place"), so an unparseable read is
+// retried a few times; the result may be stale, or rarely a torn mix, by the
+// time it returns. Use it for monitoring and hints, never to decide a
 // change (take a Guard for that). lockPath is accepted for symmetry with the
 // other operations and is not touched. A missing file gives exists == false;
 // an unparseable one an error wrapping [ErrCorrupt].
 func (s *Store) Inspect(ctx context.Context, lockPath, leasePath string) (Lease, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return Lease{}, false, err
+	for try := 0; ; try++ {
+		if err := ctx.Err(); err != nil {
+			return Lease{}, false, err
+		}
+		l, exists, err := readLease(s.fsys, leasePath)
+		if !errors.Is(err, ErrCorrupt) || errors.Is(err, vfs.ErrSymlink) || try == 3 {
+			return l, exists, err
+		}
+		time.Sleep(time.Millisecond)
 	}
-	return readLease(s.fsys, leasePath)
 }

@@ -281,7 +281,9 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 		durability: opts.Durability, poll: poll, limits: opts.Limits.withDefaults(), tmpDir: filepath.Join(dir, "tmp"),
 		notifyCh: make(chan struct{}), stop: make(chan struct{}),
 	}
-	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir)
+	// Leases are volatile (never synced): written in place, they cost no
+	// file creation per fetch and release (lease package, "Writing in place").
+	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir).WithInPlaceWrites()
 	// Barriers are shared between processes only on the real file system
 	// (an injected FS - faults, counting, power-loss simulation - sees
 	// every barrier of its own provider).

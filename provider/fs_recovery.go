@@ -151,6 +151,15 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 				continue
 			}
 			m, err := q.ReadStaged(sf.Name)
+			if errors.Is(err, fsqueue.ErrCorrupt) {
+				// Left partial by a crash while it was written: nothing
+				// names it (a commit record is written only after its
+				// staged files are complete), so it is an orphan.
+				if err := p.removeStaged(q, sf.Name); err != nil {
+					return err
+				}
+				continue
+			}
 			if err != nil {
 				continue // published or removed meanwhile
 			}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,6 +25,17 @@ func TestSweepStaged(t *testing.T) {
 	orphanWork := stage("w:" + p.workQ.NewName()) // a work ack that never committed
 	orphanNone := stage("")                       // no source at all
 	live := stage(instanceKey("committed"))       // named by a pending commit record
+	// A staged file cut short by a crash while it was written under its
+	// staged name (barrier mode writes it in place, fsqueue.StageDeferred):
+	// nothing can name it, so it is an orphan too.
+	torn := p.orchQ.NewName()
+	full, err := p.orchMessage(ExternalRaised{Instance: "committed", Name: "e", Data: "x"}, p.nowMs(), p.nowMs(), instanceKey("committed"))
+	mustNoErr(t, err)
+	mustNoErr(t, p.orchQ.StageDeferred(full))
+	whole, err := p.fs.ReadFile(filepath.Join(p.dir, "queues", "orchestrator", ".staged-"+full.Name+".json"))
+	mustNoErr(t, err)
+	mustNoErr(t, p.orchQ.Unstage(full.Name))
+	mustNoErr(t, writeFileForTest(p, filepath.Join(p.dir, "queues", "orchestrator", ".staged-"+torn+".json"), whole[:len(whole)/2]))
 	rec := commitRecord{Format: commitFormat, Instance: "committed", Key: instanceKey("committed"), ExecutionID: 1,
 		Publish: []queueRef{{"orchestrator", live}}}
 	data, _ := jsonMarshal(rec)
@@ -36,7 +48,7 @@ func TestSweepStaged(t *testing.T) {
 	if len(staged) != 0 {
 		t.Errorf("staged files left after the sweep: %v", staged)
 	}
-	for _, n := range []string{orphanInst, orphanWork, orphanNone} {
+	for _, n := range []string{orphanInst, orphanWork, orphanNone, torn} {
 		if _, err := p.orchQ.Get(n); err == nil {
 			t.Errorf("orphan %s was published", n)
 		}
@@ -44,8 +56,8 @@ func TestSweepStaged(t *testing.T) {
 	if _, err := p.orchQ.Get(live); err != nil {
 		t.Errorf("the committed staged message was not published: %v", err)
 	}
-	if got := p.RecoveryStats().StagedOrphansRemoved; got != 3 {
-		t.Errorf("StagedOrphansRemoved = %d, want 3", got)
+	if got := p.RecoveryStats().StagedOrphansRemoved; got != 4 {
+		t.Errorf("StagedOrphansRemoved = %d, want 4", got)
 	}
 	// A staged file younger than minAge is left alone.
 	young := stage(instanceKey("aborted"))

@@ -43,6 +43,25 @@ func writeSynced(fsys FS, path string, data []byte) error {
 	return f.Close()
 }
 
+// WriteNew creates path, which must not exist, with data, fsynced through
+// fsys (not at all with [NoSync]); the directory is not synced. On failure
+// it removes what it created.
+//
+// Crash analysis: unlike [WriteFile] the file has its final name while it
+// is written, so a kill -9 or a power loss can leave it partial. Use it only
+// for files nobody reads until something written after it (and made durable
+// no earlier than it) names it - a staged message before its commit
+// record - so that a partial file is an orphan for the sweeper.
+func WriteNew(fsys FS, path string, data []byte) error {
+	if err := writeSynced(fsys, path, data); err != nil {
+		if !errors.Is(err, os.ErrExist) {
+			_ = fsys.Remove(path)
+		}
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	return nil
+}
+
 // WriteFile atomically replaces path with data: write a temporary file, fsync
 // it, rename it over path, fsync the directory.
 //
