@@ -14,7 +14,10 @@ package provider
 //	   are of the right kinds. Everything is computed in memory. Any failure
 //	   returns an error having written nothing: the lock stays held.
 //	1. STAGE every outbound message as a hidden ".staged-<name>.json" file in
-//	   its queue directory (fsynced; one directory fsync per queue).
+//	   its queue directory (fsynced; one directory fsync per queue). Barrier
+//	   mode writes it under that name unsynced (fsqueue.StageDeferred): a
+//	   kill -9 or power loss before the barrier may leave it partial, but
+//	   then no record names it and the staged sweep removes it.
 //	2. COMMIT: write commits/<instance key>.json (temp + fsync + rename +
 //	   directory fsync). This is the commit point: before it the ack did not
 //	   happen, after it the ack happened, whatever crashes next.
