@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -135,6 +136,9 @@ func testCascadeDeleteHierarchy(t *testing.T, f Factory) {
 	if !lowerMentions(err, "sub-orchestration", "root", "parent") {
 		t.Errorf("DeleteInstance of a sub-orchestration: error %q, want it to mention %q, %q or %q",
 			err.Error(), "sub-orchestration", "root", "parent")
+	}
+	if !errors.Is(err, provider.ErrNotAllowed) || provider.IsRetryable(err) {
+		t.Errorf("DeleteInstance of a sub-orchestration: error %v, want a permanent error wrapping provider.ErrNotAllowed", err)
 	}
 	h.deleteErr(child1, true, "a sub-orchestration cannot be deleted directly, even with force")
 	h.deleteErr(grandchild, false, "a nested sub-orchestration cannot be deleted directly")
@@ -320,6 +324,9 @@ func testDeleteInstancesAtomicOrphanDetection(t *testing.T, f Factory) {
 	h.info(child)
 
 	err := h.deleteAtomicErr([]string{root}, false, "deleting the root alone would orphan its child")
+	if !errors.Is(err, provider.ErrNotAllowed) || provider.IsRetryable(err) {
+		t.Errorf("DeleteInstancesAtomic of a root without its child: error %v, want a permanent error wrapping provider.ErrNotAllowed", err)
+	}
 	if !lowerMentions(err, "child", "orphan", "tree") {
 		t.Errorf("DeleteInstancesAtomic of a root without its child: error %q, want it to mention %q, %q or %q",
 			err.Error(), "child", "orphan", "tree")

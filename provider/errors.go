@@ -59,6 +59,10 @@ var (
 	ErrInvalidEvent = errors.New("invalid event")
 	// ErrInvalidWorkItem: a work item of the wrong variant for the call.
 	ErrInvalidWorkItem = errors.New("invalid work item type")
+	// ErrNotAllowed: a well-formed request the contract forbids on this
+	// instance: deleting a sub-orchestration directly, or a deletion that
+	// would orphan a child not in the deleted set.
+	ErrNotAllowed = errors.New("operation not allowed on this instance")
 	// ErrNotFound: the instance, execution or work item does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrInstanceRunning: a non-forced delete of a running instance.

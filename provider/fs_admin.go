@@ -352,7 +352,7 @@ func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force 
 		return DeleteInstanceResult{}, err
 	}
 	if hasParent {
-		return DeleteInstanceResult{}, Permanentf(op, ErrInvalidWorkItem,
+		return DeleteInstanceResult{}, Permanentf(op, ErrNotAllowed,
 			"Cannot delete sub-orchestration %s directly (its parent is %s). Delete root instance instead.", instance, parent)
 	}
 	tree, err := p.GetInstanceTree(ctx, instance)
@@ -423,7 +423,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 			continue
 		}
 		if _, parentIn := keyOf[instanceKey(*s.f.Record.ParentInstanceID)]; parentIn {
-			return res, Permanentf(op, ErrInvalidWorkItem,
+			return res, Permanentf(op, ErrNotAllowed,
 				"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", s.f.Instance, *s.f.Record.ParentInstanceID)
 		}
 	}

@@ -105,6 +105,7 @@ func (p *FSProvider) orchMessage(item WorkItem, visibleAtMs, nowMs int64, source
 // complete.
 func (p *FSProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, delay time.Duration) error {
 	const op = "enqueue_for_orchestrator"
+	item = derefItem(item)
 	if item == nil {
 		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: nil")
 	}

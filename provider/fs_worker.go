@@ -51,6 +51,7 @@ func workerIdentity(e fsqueue.Entry) (ScheduledActivityIdentifier, bool) {
 // EnqueueForWorker implements Provider with one durable create-exclusive.
 func (p *FSProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error {
 	const op = "enqueue_for_worker"
+	item = derefItem(item)
 	ae, ok := item.(ActivityExecute)
 	if !ok {
 		return Permanentf(op, ErrInvalidWorkItem, "Invalid work item type: %s", kindOf(item))
@@ -173,6 +174,7 @@ const claimStateAcked = "acked"
 //     anyone who finds the acked claim.
 func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion WorkItem) error {
 	const op = "ack_work_item"
+	completion = derefItem(completion)
 	ct, ok := parseWorkToken(token)
 	name, ok2 := fsqueue.NameFromToken(ct)
 	if !ok || !ok2 {

@@ -1,5 +1,10 @@
 package provider
 
+import (
+	"reflect"
+	"slices"
+)
+
 // WorkItem is a queue payload: one of StartOrchestration, ActivityExecute,
 // ActivityCompleted, ActivityFailed, TimerFired, ExternalRaised,
 // SubOrchCompleted, SubOrchFailed, CancelInstance, ContinueAsNew,
@@ -155,6 +160,37 @@ func (ContinueAsNew) Kind() string { return "ContinueAsNew" }
 // Kind implements WorkItem.
 func (QueueMessage) Kind() string { return "QueueMessage" }
 
+// derefItem returns the work item a pointer work item points to
+// (*ActivityExecute → ActivityExecute: the pointer types implement WorkItem
+// too, through the value methods); other values are returned unchanged and
+// a nil pointer becomes nil. Every entry point takes items through it, so
+// callers may pass either form.
+func derefItem(w WorkItem) WorkItem {
+	if w == nil {
+		return nil
+	}
+	v, ok := derefSealed(w)
+	if !ok {
+		return nil
+	}
+	return v
+}
+
+// derefItems applies derefItem to each item, copying the slice only if an
+// item changes.
+func derefItems(ws []WorkItem) []WorkItem {
+	for i, w := range ws {
+		if w != nil && reflect.ValueOf(w).Kind() == reflect.Pointer {
+			out := slices.Clone(ws)
+			for j := i; j < len(out); j++ {
+				out[j] = derefItem(out[j])
+			}
+			return out
+		}
+	}
+	return ws
+}
+
 // Queue names a provider queue.
 type Queue int
 
@@ -175,7 +211,7 @@ func (q Queue) String() string {
 // TargetInstance returns the instance a work item is routed to: the parent
 // for SubOrchCompleted/SubOrchFailed, Instance for everything else.
 func TargetInstance(w WorkItem) string {
-	switch v := w.(type) {
+	switch v := derefItem(w).(type) {
 	case StartOrchestration:
 		return v.Instance
 	case ActivityExecute:
@@ -205,7 +241,7 @@ func TargetInstance(w WorkItem) string {
 // QueueOf returns the queue a work item belongs to: the worker queue for
 // ActivityExecute, the orchestrator queue for everything else.
 func QueueOf(w WorkItem) Queue {
-	if _, ok := w.(ActivityExecute); ok {
+	if _, ok := derefItem(w).(ActivityExecute); ok {
 		return WorkerQueue
 	}
 	return OrchestratorQueue
@@ -214,7 +250,7 @@ func QueueOf(w WorkItem) Queue {
 // VisibleAtMs returns when an orchestrator item enqueued through an ack
 // becomes visible: a TimerFired at its fire time, everything else at nowMs.
 func VisibleAtMs(w WorkItem, nowMs int64) int64 {
-	if t, ok := w.(TimerFired); ok {
+	if t, ok := derefItem(w).(TimerFired); ok {
 		return int64(t.FireAtMs)
 	}
 	return nowMs

@@ -277,7 +277,7 @@ func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bo
 			return err
 		}
 		if parent.Valid {
-			return provider.Permanentf(op, provider.ErrInvalidWorkItem,
+			return provider.Permanentf(op, provider.ErrNotAllowed,
 				"Cannot delete sub-orchestration %s directly (its parent is %s). Delete root instance instead.", instance, parent.String)
 		}
 		tree, err := treeOf(&t.runner, instance)
@@ -352,7 +352,7 @@ WHERE parent_instance_id IN (`+in+`) AND instance_id NOT IN (`+in+`) ORDER BY in
 	case err != nil:
 		return res, err
 	default:
-		return res, provider.Permanentf(op, provider.ErrInvalidWorkItem,
+		return res, provider.Permanentf(op, provider.ErrNotAllowed,
 			"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", child, parent)
 	}
 

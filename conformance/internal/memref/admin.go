@@ -114,8 +114,7 @@ func (m *Provider) deleteLocked(op string, ids []string, force bool) (provider.D
 	slices.Sort(others)
 	for _, id := range others {
 		if rec := m.records[id]; !set[id] && rec.parent != nil && set[*rec.parent] {
-			return res, provider.Permanent(op, "instance "+*rec.parent+" has a child "+id+
-				" that is not being deleted (it was created after tree traversal); delete the whole tree")
+			return res, provider.Permanentf(op, provider.ErrNotAllowed, "instance %s has a child %s that is not being deleted (it was created after tree traversal); delete the whole tree", *rec.parent, id)
 		}
 	}
 
@@ -440,8 +439,7 @@ func (a admin) DeleteInstance(ctx context.Context, instance string, force bool) 
 		return provider.DeleteInstanceResult{}, errNotFound(op, "Instance %q not found", instance)
 	}
 	if hasParent {
-		return provider.DeleteInstanceResult{}, provider.Permanent(op, "Cannot delete sub-orchestration "+instance+
-			" directly (its parent is "+parent+"). Delete root instance instead.")
+		return provider.DeleteInstanceResult{}, provider.Permanentf(op, provider.ErrNotAllowed, "Cannot delete sub-orchestration %s directly (its parent is %s). Delete root instance instead.", instance, parent)
 	}
 	tree, err := a.GetInstanceTree(ctx, instance)
 	if err != nil {
