@@ -491,16 +491,27 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 	}
 	nowMs := g.Now().UnixMilli()
 	st := decodeOrchState(cur)
+	var entries []fsqueue.Entry
+	if delay > 0 || ignoreAttempt {
+		if entries, err = p.orchQ.ListAttr(key); err != nil {
+			return Retryablef(op, err, "list orchestrator queue: %v", err)
+		}
+	}
 	if delay > 0 {
+		// Every message of the instance visible now - the batch and any
+		// that arrived while it was locked - becomes visible at now+delay
+		// (contract §2.6); future-dated timers keep their time.
+		until := nowMs + delay.Milliseconds()
 		for _, n := range st.Batch {
-			st.Delayed[n] = nowMs + delay.Milliseconds()
+			st.Delayed[n] = max(st.Delayed[n], until)
+		}
+		for _, e := range entries {
+			if max(e.VisibleAtMs, st.Delayed[e.Name]) <= nowMs {
+				st.Delayed[e.Name] = until
+			}
 		}
 	}
 	if ignoreAttempt {
-		entries, err := p.orchQ.ListAttr(key)
-		if err != nil {
-			return Retryablef(op, err, "list orchestrator queue: %v", err)
-		}
 		for _, e := range entries {
 			if st.Attempts[e.Name] > 0 {
 				st.Attempts[e.Name]--
