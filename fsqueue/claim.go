@@ -131,8 +131,11 @@ func claimable(e Entry, c *Claim, now int64) bool {
 // LockedUntilMs = now+lockFor (now read after the shard lock is held),
 // Attempt one more than before, and the previous VisibleAtMs and Data.
 //
-// Messages whose shard lock is momentarily held by someone else are skipped,
-// so (nil, nil) means nothing was claimable right now; poll again later.
+// Messages whose shard lock is held by someone else are skipped at first;
+// if nothing else was claimable, ClaimNext waits up to busyWait (20 ms) for
+// each of them in turn, since shard locks are held only for short critical
+// sections. (nil, nil) means nothing was claimable right now; poll again
+// later.
 // ClaimNext never returns a lease that has already expired.
 func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool) (*Claimed, error) {
 	if lockFor < time.Millisecond {
@@ -150,6 +153,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 		return nil, err
 	}
 	now := clock.Ms(q.clock.Now())
+	var busy []Entry // claimable, but their shard lock was held when tried
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -167,7 +171,11 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 		if !claimable(e, cp, now) || (eligible != nil && !eligible(e, cp)) {
 			continue
 		}
-		got, err := q.tryClaim(e, owner, lockFor, eligible)
+		got, err := q.tryClaim(ctx, e, owner, lockFor, eligible, 0)
+		if errors.Is(err, errShardBusy) {
+			busy = append(busy, e)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -175,13 +183,52 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 			return got, nil
 		}
 	}
+	// Nothing else was claimable. Shard locks are held only for short
+	// critical sections (a claim, an ack, a cleanup), so a message whose
+	// shard was merely busy is worth a short wait rather than reporting no
+	// work.
+	for _, e := range busy {
+		got, err := q.tryClaim(ctx, e, owner, lockFor, eligible, busyWait)
+		if errors.Is(err, errShardBusy) {
+			continue
+		}
+		if err != nil || got != nil {
+			return got, err
+		}
+	}
 	return nil, nil
 }
 
-// tryClaim claims e if its shard lock is free and it is still claimable
-// under the lock. It returns (nil, nil) if it did not.
-func (q *Queue) tryClaim(e Entry, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool) (_ *Claimed, err error) {
-	u, ok, err := q.fsys.TryLock(q.lockPath(e.Name))
+// busyWait bounds how long [Queue.ClaimNext], having found nothing else,
+// waits for the shard lock of a message whose shard was busy.
+const busyWait = 20 * time.Millisecond
+
+// errShardBusy: tryClaim did not get the shard lock in time.
+var errShardBusy = errors.New("fsqueue: shard lock busy")
+
+// testHookBusyWait, when set by a test, runs when ClaimNext starts waiting
+// for a busy shard.
+var testHookBusyWait func(name string)
+
+// tryClaim claims e if it gets its shard lock (at once, or within wait)
+// and e is still claimable under the lock. It returns (nil, nil) if e is
+// not claimable, errShardBusy if the lock was not free.
+func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool, wait time.Duration) (_ *Claimed, err error) {
+	var u vfs.Unlocker
+	ok := true
+	if wait == 0 {
+		u, ok, err = q.fsys.TryLock(q.lockPath(e.Name))
+	} else {
+		if testHookBusyWait != nil {
+			testHookBusyWait(e.Name)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		u, err = q.fsys.Lock(wctx, q.lockPath(e.Name))
+		cancel()
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			ok, err = false, nil
+		}
+	}
 	if errors.Is(err, vfs.ErrSymlink) {
 		return nil, q.skipLinkedShard(e.Name, err)
 	}
@@ -189,7 +236,7 @@ func (q *Queue) tryClaim(e Entry, owner string, lockFor time.Duration, eligible 
 		return nil, fmt.Errorf("fsqueue: claim %s: %w", e.Name, err)
 	}
 	if !ok {
-		return nil, nil
+		return nil, errShardBusy
 	}
 	defer func() {
 		if uerr := u.Unlock(); uerr != nil && err == nil {

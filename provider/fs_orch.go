@@ -162,6 +162,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 	}
 	nowMs := p.nowMs()
 	tried := map[string]bool{}
+	var busy []fsqueue.Entry // instances whose flock was held when tried
 	for _, e := range entries {
 		if e.VisibleAtMs > nowMs {
 			// Its own visibility may still be overridden, but a message that is
@@ -197,7 +198,8 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 			return nil, Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
 		}
 		if !ok {
-			continue // another fetch or ack is inside this instance right now
+			busy = append(busy, e) // another fetch, ack or cleanup is inside it right now
+			continue
 		}
 		item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
 		g.Unlock()
@@ -212,7 +214,49 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 			return item, nil
 		}
 	}
+	// Nothing else was available. A flock is only ever held for a short
+	// critical section (never across fetch→ack: that is the lease), so an
+	// instance that was merely busy - e.g. the cleaner removing its applied
+	// commit record - is worth a short wait rather than reporting no work.
+	for _, e := range busy {
+		item, err := p.fetchBusy(ctx, e, lockTimeout, filter)
+		if item != nil || err != nil {
+			return item, err
+		}
+	}
 	return nil, nil
+}
+
+// busyWait bounds how long a fetch that found nothing else waits for the
+// flock of an instance that was busy when it was first tried.
+const busyWait = 20 * time.Millisecond
+
+// testHookBusyWait, when set by a test, runs when a fetch starts waiting
+// for a busy instance's flock.
+var testHookBusyWait func(key string)
+
+// fetchBusy waits up to busyWait for e's instance flock and fetches it.
+func (p *FSProvider) fetchBusy(ctx context.Context, e fsqueue.Entry, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	key := e.Attrs[attrKey]
+	if testHookBusyWait != nil {
+		testHookBusyWait(key)
+	}
+	wctx, cancel := context.WithTimeout(ctx, busyWait)
+	g, err := p.leases.Lock(wctx, p.lockPath(key), p.leasePath(key))
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, Retryablef(op, ctx.Err(), "%v", ctx.Err())
+		}
+		return nil, nil // still busy, or unusable (reported on the first try)
+	}
+	defer g.Unlock()
+	item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
+	if err != nil && unusableInstance(err) {
+		return nil, nil
+	}
+	return item, err
 }
 
 // filterAllows reports whether the instance's current execution is

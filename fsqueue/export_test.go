@@ -1,0 +1,11 @@
+package fsqueue
+
+// SetBusyWaitHook sets the hook ClaimNext runs when it starts waiting for a
+// busy shard; the returned func removes it.
+func SetBusyWaitHook(f func(name string)) (undo func()) {
+	testHookBusyWait = f
+	return func() { testHookBusyWait = nil }
+}
+
+// BusyWaitForTest is busyWait.
+const BusyWaitForTest = busyWait
