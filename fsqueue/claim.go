@@ -132,9 +132,9 @@ func claimable(e Entry, c *Claim, now int64) bool {
 // Attempt one more than before, and the previous VisibleAtMs and Data.
 //
 // Messages whose shard lock is held by someone else are skipped at first;
-// if nothing else was claimable, ClaimNext waits up to busyWait (20 ms) for
-// each of them in turn, since shard locks are held only for short critical
-// sections. (nil, nil) means nothing was claimable right now; poll again
+// if nothing else was claimable, ClaimNext waits for them in turn, up to
+// busyWait (20 ms) in all, since shard locks are held only for short
+// critical sections. (nil, nil) means nothing was claimable right now; poll again
 // later.
 // ClaimNext never returns a lease that has already expired.
 func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool) (*Claimed, error) {
@@ -187,8 +187,13 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 	// critical sections (a claim, an ack, a cleanup), so a message whose
 	// shard was merely busy is worth a short wait rather than reporting no
 	// work.
+	deadline := time.Now().Add(busyWait) // for all of them together
 	for _, e := range busy {
-		got, err := q.tryClaim(ctx, e, owner, lockFor, eligible, busyWait)
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		got, err := q.tryClaim(ctx, e, owner, lockFor, eligible, wait)
 		if errors.Is(err, errShardBusy) {
 			continue
 		}
@@ -200,7 +205,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 }
 
 // busyWait bounds how long [Queue.ClaimNext], having found nothing else,
-// waits for the shard lock of a message whose shard was busy.
+// waits in all for the shard locks of messages whose shard was busy.
 const busyWait = 20 * time.Millisecond
 
 // errShardBusy: tryClaim did not get the shard lock in time.

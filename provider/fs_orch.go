@@ -218,8 +218,13 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 	// critical section (never across fetch→ack: that is the lease), so an
 	// instance that was merely busy - e.g. the cleaner removing its applied
 	// commit record - is worth a short wait rather than reporting no work.
+	deadline := time.Now().Add(busyWait) // for all of them together
 	for _, e := range busy {
-		item, err := p.fetchBusy(ctx, e, lockTimeout, filter)
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		item, err := p.fetchBusy(ctx, e, wait, lockTimeout, filter)
 		if item != nil || err != nil {
 			return item, err
 		}
@@ -227,22 +232,22 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 	return nil, nil
 }
 
-// busyWait bounds how long a fetch that found nothing else waits for the
-// flock of an instance that was busy when it was first tried.
+// busyWait bounds how long a fetch that found nothing else waits in all for
+// the flocks of instances that were busy when first tried.
 const busyWait = 20 * time.Millisecond
 
 // testHookBusyWait, when set by a test, runs when a fetch starts waiting
 // for a busy instance's flock.
 var testHookBusyWait func(key string)
 
-// fetchBusy waits up to busyWait for e's instance flock and fetches it.
-func (p *FSProvider) fetchBusy(ctx context.Context, e fsqueue.Entry, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
+// fetchBusy waits up to wait for e's instance flock and fetches it.
+func (p *FSProvider) fetchBusy(ctx context.Context, e fsqueue.Entry, wait, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	key := e.Attrs[attrKey]
 	if testHookBusyWait != nil {
 		testHookBusyWait(key)
 	}
-	wctx, cancel := context.WithTimeout(ctx, busyWait)
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	g, err := p.leases.Lock(wctx, p.lockPath(key), p.leasePath(key))
 	cancel()
 	if err != nil {
