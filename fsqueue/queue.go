@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -740,6 +741,7 @@ func (q *Queue) relistLocked(t0, mtime time.Time) error {
 	}
 	seen := make(map[string]struct{}, len(files))
 	changed := c.sorted == nil
+	var todo []string // message files not indexed yet
 	for _, f := range files {
 		name, ok := nameFromFile(f)
 		if !ok {
@@ -752,7 +754,11 @@ func (q *Queue) relistLocked(t0, mtime time.Time) error {
 		if _, ok := c.bad[name]; ok {
 			continue
 		}
-		added, err := q.indexLocked(name)
+		todo = append(todo, name)
+	}
+	headers := q.readHeaders(todo)
+	for i, name := range todo {
+		added, err := q.addLocked(name, headers[i].e, headers[i].err)
 		if err != nil {
 			return err
 		}
@@ -788,8 +794,54 @@ func (q *Queue) relistLocked(t0, mtime time.Time) error {
 // indexLocked reads a message header into the index (not into sorted).
 // added is false if the file vanished or is unreadable.
 func (q *Queue) indexLocked(name string) (added bool, err error) {
-	c := &q.list
 	e, err := q.readHeader(name)
+	return q.addLocked(name, e, err)
+}
+
+// header is the result of reading one message header.
+type header struct {
+	e   Entry
+	err error
+}
+
+// readWorkers is how many message files a full listing reads at once: the
+// first listing after Open reads every message (a cold cache waits on the
+// disk; a warm one decodes JSON on every core).
+const readWorkers = 8
+
+// readHeaders reads the headers of names, in parallel when there are many.
+// It touches no index state, so the caller may hold the list lock.
+func (q *Queue) readHeaders(names []string) []header {
+	out := make([]header, len(names))
+	if len(names) < 2*readWorkers {
+		for i, n := range names {
+			out[i].e, out[i].err = q.readHeader(n)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range readWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				out[i].e, out[i].err = q.readHeader(names[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// addLocked puts the result of reading name's header into the index (not
+// into sorted). added is false if the file vanished or is unreadable.
+func (q *Queue) addLocked(name string, e Entry, err error) (added bool, _ error) {
+	c := &q.list
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return false, nil // deleted since the readdir or the event
