@@ -118,6 +118,11 @@ type FSProvider struct {
 	// directories, so the sweeper cleans one directory, not every instance.
 	tmpDir string
 
+	// spares recycles the inodes of instance.json, state.json and commit
+	// records (fs_spares.go); nil where the file system cannot exchange
+	// names, or in a read-only provider.
+	spares *vfs.SparePool
+
 	// durableDirs are directories whose entries mkdirDurable made durable.
 	durableDirs sync.Map
 
@@ -179,6 +184,11 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	if err := p.initCommitSync(opts.CommitSync); err != nil {
 		return nil, err
 	}
+	spares, err := vfs.NewSparePool(p.fs, p.tmpDir)
+	if err != nil {
+		return nil, fmt.Errorf("durofs: open %s: spare files: %w", dir, err)
+	}
+	p.spares = spares
 	if err := p.openQueues(); err != nil {
 		return nil, err
 	}
@@ -381,7 +391,7 @@ func (p *FSProvider) Close() error {
 	if p.shared != nil {
 		serr = p.shared.Close()
 	}
-	return errors.Join(p.orchQ.Close(), p.workQ.Close(), serr)
+	return errors.Join(p.orchQ.Close(), p.workQ.Close(), serr, p.spares.Close())
 }
 
 // Name implements Provider.

@@ -472,8 +472,11 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	for _, k := range keys {
 		rec := commitRecord{Format: commitFormat, Kind: kindDeleteIntent, Key: k, Instance: keyOf[k], Group: group, Delete: refsFor(msgs, k, orch, work)}
-		data, _ := jsonMarshal(rec)
-		if err := vfs.WriteFileNoDirSync(p.fs, p.commitPath(k), data); err != nil {
+		data, err := p.marshalSealed(p.commitPath(k), rec)
+		if err == nil {
+			err = vfs.WriteFileNoDirSync(p.fs, p.commitPath(k), data)
+		}
+		if err != nil {
 			p.dropIntents(keys)
 			return DeleteInstanceResult{}, Retryablef(op, err, "write delete intent: %v", err)
 		}
@@ -485,8 +488,11 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	failpoint.Hit("delete.after_intents_sync")
 	grec := commitRecord{Format: commitFormat, Kind: kindDeleteGroup, Keys: keys}
-	data, _ := jsonMarshal(grec)
-	if err := p.writeFile(p.commitPath(group), data); err != nil {
+	data, err := p.marshalSealed(p.commitPath(group), grec)
+	if err == nil {
+		err = p.writeFile(p.commitPath(group), data)
+	}
+	if err != nil {
 		if _, serr := p.fs.Stat(p.commitPath(group)); serr != nil {
 			p.dropIntents(keys)
 		}
@@ -773,8 +779,11 @@ func (p *FSProvider) applyPrune(rec *commitRecord) error {
 	}
 	failpoint.Hit("prune.after_exec_dir_sync")
 	if rec.InstanceFile != nil {
-		data, _ := jsonMarshal(rec.InstanceFile)
-		if err := p.writeFile(p.instFilePath(rec.Key), data); err != nil {
+		data, err := p.marshalSealed(p.instFilePath(rec.Key), rec.InstanceFile)
+		if err == nil {
+			err = p.writeFile(p.instFilePath(rec.Key), data)
+		}
+		if err != nil {
 			return err
 		}
 	}

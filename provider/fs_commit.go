@@ -521,20 +521,23 @@ func (p *FSProvider) stage(staged []stagedMsg) error {
 	return nil
 }
 
-// writeCommit writes an instance's commit record: the commit point of an
-// ack. Per-file mode: temporary file in tmp/ fsynced, renamed, commits/
-// fsynced. Barrier mode: temporary file in commits/ unsynced, one barrier
-// (covering it, the ack's staged messages and every earlier unsynced apply),
-// renamed, commits/ fsynced (vfs.WriteFileAfterBarrier).
+// writeCommit writes an instance's commit record, sealed: the commit point
+// of an ack. Per-file mode: a spare file (fs_spares.go; without a spare pool
+// a temporary file in tmp/) fsynced, exchanged with the record, commits/
+// fsynced. Barrier mode: the spare written unsynced, one barrier (covering
+// it, the ack's staged messages and every earlier unsynced apply), the
+// exchange, commits/ fsynced. Either way the record becomes visible under
+// its name only once its content is durable, and the spare goes back to the
+// pool only after the fsync of commits/.
 func (p *FSProvider) writeCommit(key string, data []byte) error {
 	if p.barrier == nil {
-		return p.writeFile(p.commitPath(key), data)
+		return p.replaceSealed(p.fs, p.commitPath(key), data, nil, nil)
 	}
 	barrier := p.barrier.Sync
 	if testSkipSyncDir == "barrier" {
 		barrier = func() error { return nil }
 	}
-	return vfs.WriteFileAfterBarrier(p.fs, p.commitPath(key), data, barrier, p.commitsSync.Sync)
+	return p.replaceSealed(p.fs, p.commitPath(key), data, barrier, p.commitsSync.Sync)
 }
 
 // slotBarrier is called before a commit that replaces an instance's commit
@@ -576,9 +579,16 @@ func (p *FSProvider) unstage(staged []stagedMsg) {
 // covers it; one whose apply provably finished in this boot is skipped (see
 // fs_barrier.go) and handed to the cleaner.
 func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string) error {
-	data, err := p.fs.ReadFile(p.commitPath(key))
+	data, err := p.readSealed(p.commitPath(key))
 	if vfs.IsNotExist(err) {
 		return nil
+	}
+	if errors.Is(err, ErrCorrupt) {
+		// Written by exchange after a barrier or fsync, a record is whole
+		// or absent, and only this flock holder writes it: a seal that does
+		// not match means damage from outside.
+		raw, _ := p.fs.ReadFile(p.commitPath(key))
+		return p.quarantineCommit(key, raw, err)
 	}
 	if moved, qerr := p.quarantineIfLink(p.commitPath(key), err, "commit record"); moved || qerr != nil {
 		return qerr // a planted link, not a record of ours (symlinks.go)
@@ -689,7 +699,10 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	failpoint.Hit("redo.after_history")
 
 	// 3b. Execution and instance records: atomic replaces with the full new
-	// contents. Crash between them: both are rewritten on redo. The
+	// contents, sealed, recycling inodes (fs_spares.go: in barrier mode the
+	// spare an exchange frees may be overwritten before a barrier covers
+	// the exchange, which is safe because this record outlives it). Crash
+	// between them: both are rewritten on redo. The
 	// instance directory's own entry is made durable first (it may have been
 	// created by the non-durable lease store).
 	if err := p.mkdirApply(p.instDir(key)); err != nil {
@@ -697,14 +710,14 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	}
 	if rec.ExecutionFile != nil {
 		ed, _ := jsonMarshal(rec.ExecutionFile)
-		if err := vfs.WriteFileVia(afs, p.tmpDir, p.execStatePath(key, rec.ExecutionID), ed); err != nil {
+		if err := p.replaceSealed(afs, p.execStatePath(key, rec.ExecutionID), ed, nil, nil); err != nil {
 			return fmt.Errorf("write execution state: %w", err)
 		}
 	}
 	failpoint.Hit("redo.after_state")
 	if rec.InstanceFile != nil {
 		id, _ := jsonMarshal(rec.InstanceFile)
-		if err := vfs.WriteFileVia(afs, p.tmpDir, p.instFilePath(key), id); err != nil {
+		if err := p.replaceSealed(afs, p.instFilePath(key), id, nil, nil); err != nil {
 			return fmt.Errorf("write instance: %w", err)
 		}
 	}

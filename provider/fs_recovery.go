@@ -243,7 +243,14 @@ func (p *FSProvider) sweepTemps(age time.Duration) error {
 	return nil
 }
 
-// sweepTempDir removes temporary files older than age from one directory.
+// spareSweepAge is how long another process's spare file (fs_spares.go)
+// must have been left untouched before a sweeper removes it: its process is
+// most likely gone. Removing a spare that is still in use is safe (the
+// replace writing it notices and takes a new one), merely wasteful.
+const spareSweepAge = 10 * time.Minute
+
+// sweepTempDir removes temporary files older than age from one directory,
+// and spares of other processes untouched for spareSweepAge.
 func (p *FSProvider) sweepTempDir(dir string, age time.Duration) error {
 	entries, err := p.fs.ReadDirNames(dir)
 	if err != nil {
@@ -253,11 +260,16 @@ func (p *FSProvider) sweepTempDir(dir string, age time.Duration) error {
 		return err
 	}
 	for _, n := range entries {
-		if !vfs.IsTemp(n) {
+		minAge := age
+		switch {
+		case vfs.IsTemp(n):
+		case vfs.IsSpare(n) && !p.spares.Owns(n):
+			minAge = max(age, spareSweepAge)
+		default:
 			continue
 		}
 		path := filepath.Join(dir, n)
-		if fi, err := p.fs.Lstat(path); err == nil && time.Since(fi.ModTime()) > age {
+		if fi, err := p.fs.Lstat(path); err == nil && time.Since(fi.ModTime()) > minAge {
 			if p.fs.Remove(path) == nil {
 				p.stats.tempsSwept.Add(1)
 			}

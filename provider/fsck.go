@@ -470,16 +470,19 @@ func (r *fsckRun) scanCommits(ctx context.Context) error {
 // checkGroup checks a deletion group record.
 func (r *fsckRun) checkGroup(ctx context.Context, group string) error {
 	path := r.p.commitPath(group)
-	data, err := r.p.fs.ReadFile(path)
+	data, err := r.p.readSealed(path)
 	if vfs.IsNotExist(err) {
 		return nil
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrCorrupt) {
 		r.ioError(path, err)
 		return nil
 	}
 	var rec commitRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil {
 		f := r.add(FsckUnparseable, SeverityError, path, "deletion group record cannot be parsed: %v", err)
 		f.Action = "fsck --repair moves it to quarantine/, which aborts the deletion (its instances are kept)"
 		if r.repair {
@@ -658,16 +661,23 @@ func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
 // only) and reports whether a commit is still pending afterwards.
 func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key string) (pending bool) {
 	path := r.p.commitPath(key)
-	data, err := r.p.fs.ReadFile(path)
+	data, err := r.p.readSealed(path)
 	if vfs.IsNotExist(err) {
 		return false
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrCorrupt) {
 		r.ioError(path, err)
 		return true
 	}
 	var rec commitRecord
-	if jerr := json.Unmarshal(data, &rec); jerr != nil {
+	jerr := err
+	if jerr == nil {
+		jerr = json.Unmarshal(data, &rec)
+	}
+	if jerr != nil {
+		if data == nil {
+			data, _ = r.p.fs.ReadFile(path) // quarantined as found
+		}
 		f := r.add(FsckUnparseable, SeverityError, path, "commit record cannot be parsed: %v", jerr)
 		f.Action = "fsck --repair moves it to quarantine/ (the commit it recorded is lost)"
 		if r.repair && g != nil {
@@ -992,10 +1002,10 @@ func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint
 	return nf, nil
 }
 
-// writeJSONFile atomically replaces path with v (temp file, fsync, rename,
-// directory fsync).
+// writeJSONFile atomically replaces path with v, sealed (temp file, fsync,
+// rename, directory fsync).
 func (r *fsckRun) writeJSONFile(path string, v any) error {
-	data, err := jsonMarshal(v)
+	data, err := r.p.marshalSealed(path, v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}

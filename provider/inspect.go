@@ -350,7 +350,7 @@ func (p *FSProvider) pendingCommit(name string) (PendingCommitInfo, bool) {
 		return PendingCommitInfo{}, false
 	}
 	pc := PendingCommitInfo{Path: path, Key: name, ModTime: fi.ModTime()}
-	data, err := p.fs.ReadFile(path)
+	data, err := p.readSealed(path)
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return PendingCommitInfo{}, false

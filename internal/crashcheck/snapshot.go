@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/seal"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -48,6 +49,8 @@ type Snapshot struct {
 	Problems []string
 	// Garbage counts leftovers that are invisible to clients.
 	Garbage Garbage
+
+	dir string // the data directory (seals name files relative to it)
 }
 
 // Garbage counts invisible leftovers of interrupted operations.
@@ -75,7 +78,7 @@ func (g Garbage) String() string {
 // Take reads the directory dir of fsys. Unreadable files are reported as
 // problems; an error means dir itself could not be listed.
 func Take(fsys vfs.FS, dir string) (*Snapshot, error) {
-	s := &Snapshot{}
+	s := &Snapshot{dir: dir}
 	if err := s.readInstances(fsys, dir); err != nil {
 		return nil, err
 	}
@@ -90,6 +93,23 @@ func Take(fsys vfs.FS, dir string) (*Snapshot, error) {
 	slices.Sort(s.Facts)
 	slices.Sort(s.Problems)
 	return s, nil
+}
+
+// readSealed reads a file the provider seals (internal/seal) and returns
+// its object without the seal. A seal that does not match the file's path
+// below dir is an error: in a crash state it means a torn file or another
+// file's content, which recovery must never leave behind.
+func readSealed(fsys vfs.FS, dir, path string) ([]byte, error) {
+	data, err := fsys.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(dir, path)
+	if err != nil {
+		return nil, err
+	}
+	obj, _, err := seal.Open(filepath.ToSlash(rel), data)
+	return obj, err
 }
 
 func (s *Snapshot) problem(format string, args ...any) {
@@ -155,7 +175,7 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 			TotalEvents uint64   `json:"total_events"`
 		}
 		hasInst := false
-		if data, err := fsys.ReadFile(filepath.Join(idir, "instance.json")); err == nil {
+		if data, err := readSealed(fsys, dir, filepath.Join(idir, "instance.json")); err == nil {
 			c, err := canonical(data, instanceVolatile, map[string][]string{"record": recordVolatile})
 			if err != nil || json.Unmarshal(data, &inst) != nil {
 				s.problem("instance %s: unparseable instance.json: %v", key, err)
@@ -203,7 +223,7 @@ func (s *Snapshot) readExecution(fsys vfs.FS, edir, label string) (events int, h
 	var st struct {
 		EventCount uint64 `json:"event_count"`
 	}
-	if data, err := fsys.ReadFile(filepath.Join(edir, "state.json")); err == nil {
+	if data, err := readSealed(fsys, s.dir, filepath.Join(edir, "state.json")); err == nil {
 		c, err := canonical(data, stateVolatile, nil)
 		if err != nil || json.Unmarshal(data, &st) != nil {
 			s.problem("execution %s: unparseable state.json: %v", label, err)

@@ -1,0 +1,204 @@
+package provider
+
+// Recycled files: why a commit allocates no inode for its records.
+//
+// Three files change on every commit of an instance: its commit record
+// (commits/<key>.json), instance.json, and the execution's state.json. An
+// atomic replace - write a new temporary file, rename it over the target -
+// allocates an inode and frees the old one each time. On ext4 without a
+// journal (the benchmark machine: journal_task <none>) the inode allocator
+// skips every inode freed in the last minute (find_inode_bit →
+// recently_deleted, one buffer-cache lookup each), so under a steady commit
+// rate each allocation scanned thousands of them: a third of all CPU at 4
+// processes went to openat2(O_CREAT), and replaces in tmp/ ran at ~3,000/s
+// where exchanging a recycled inode runs at ~19,000/s (BENCHMARKS.md).
+//
+// So these files are replaced with vfs.ReplaceVia: the new content goes to a
+// spare file of this process's pool (tmp/.spare-<pool>-<n>), which is then
+// exchanged with the target (renameat2 RENAME_EXCHANGE); the target's old
+// inode becomes the spare for the next replace, of any file. Where the file
+// system cannot exchange (not Linux, or a file system without the flag) the
+// pool is nil and replaces are the plain temporary-file kind.
+//
+// Crash safety is the replace's as before - the target names the old or the
+// new complete content, never a mix - plus one rule, because the next
+// replace overwrites the inode that a swap moved away, and on disk the
+// target may still name that inode until the swap's directory entry is
+// written: a spare goes back to the pool only once the swap is durable or
+// something that redoes it is sure to outlive the overwrite.
+//   - Commit records: the swap is followed by the fsync of commits/ (both
+//     modes) before the spare returns to the pool.
+//   - instance.json and state.json in per-file mode: the apply fsyncs the
+//     target's directory before returning the spare.
+//   - instance.json and state.json in barrier mode: nothing is synced, but
+//     the swap is part of an apply whose commit record stays in commits/
+//     until a barrier that started after the apply finished has completed
+//     (the cleaner; a later commit of the instance runs its own barrier
+//     first). If the spare's inode is overwritten before that barrier, a
+//     power loss may leave the target naming it on disk - but the record
+//     is still there, and recovery applies it again, rewriting the target.
+//     If it is overwritten after that barrier, the barrier made the swap
+//     durable first: on disk the target no longer names that inode.
+//
+// Readers without the instance lock. Writers hold the instance's flock;
+// the admin API and inspection read instance.json and state.json (and
+// inspection the commit record) without it. Such a reader may open the old
+// inode just before a swap and still be reading when a later replace
+// overwrites it as a spare - with the next version of the same file or with
+// another instance's file. Every write of these files is therefore sealed
+// (internal/seal: a CRC-32C over the file's path below the directory and its
+// content) and every read checks the seal, retrying a mismatch a few times
+// (the overwrite that caused it takes microseconds); a file that still
+// mismatches is corrupt. A file without a seal (written by a durofs before
+// this change) is read as before.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/durofs/durofs/internal/seal"
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+// sealID is the identity a file is sealed with: its slash-separated path
+// below the data directory (so moving the directory keeps seals valid).
+func (p *FSProvider) sealID(path string) string {
+	rel, err := filepath.Rel(p.dir, path)
+	if err != nil {
+		return filepath.ToSlash(path)
+	}
+	return filepath.ToSlash(rel)
+}
+
+// sealJSON seals data (a compact JSON object from jsonMarshal) for path.
+func (p *FSProvider) sealJSON(path string, data []byte) ([]byte, error) {
+	return seal.Seal(p.sealID(path), data)
+}
+
+// marshalSealed encodes v (a struct: a JSON object) sealed for path, for
+// the writers of recycled files that replace them by rename (deletion
+// intents, prune, fsck repairs): an inode they write may later enter the
+// spare pool, so its content must be sealed too.
+func (p *FSProvider) marshalSealed(path string, v any) ([]byte, error) {
+	data, err := jsonMarshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return p.sealJSON(path, data)
+}
+
+// replaceSealed atomically replaces path with data sealed for it, through
+// fsys (p.fs, or an apply's NoSync view in barrier mode). With a spare pool
+// it recycles inodes (vfs.ReplaceVia, see above); barrier and syncDir are
+// ReplaceVia's: with a barrier the new content is made durable by it instead
+// of an fsync; syncDir (nil: fsys.SyncDir) must make the swap durable
+// before the spare may be reused, unless the caller's commit record
+// guarantees a redo (the barrier-mode apply). Without a pool it is a
+// temporary-file replace (in tmp/, or beside path after a barrier).
+func (p *FSProvider) replaceSealed(fsys vfs.FS, path string, data []byte, barrier, syncDir func() error) error {
+	sealed, err := p.sealJSON(path, data)
+	if err != nil {
+		return err
+	}
+	if !p.spares.Enabled() {
+		if barrier != nil {
+			return vfs.WriteFileAfterBarrier(fsys, path, sealed, barrier, syncDir)
+		}
+		return vfs.WriteFileVia(fsys, p.tmpDir, path, sealed)
+	}
+	spare := p.spares.Get()
+	defer p.spares.Put(spare)
+	_, err = vfs.ReplaceVia(fsys, spare, path, sealed, barrier, syncDir)
+	return err
+}
+
+// sealReadAttempts bounds how often a read whose seal does not match is
+// retried before the file is called corrupt; sealRetryDelay is the pause
+// between attempts. A mismatch from a concurrent overwrite clears in
+// microseconds; one that persists is damage.
+const (
+	sealReadAttempts = 8
+	sealRetryDelay   = 200 * time.Microsecond
+)
+
+// errUnsealedJSON marks an unsealed file that is not valid JSON: possibly a
+// torn read of a recycled inode (a prefix of the next write), so it is
+// retried like a mismatch.
+var errUnsealedJSON = errors.New("not valid JSON")
+
+// readSealed reads path and checks its seal, returning the JSON object
+// without it. A file without a seal is returned as it is. A seal that keeps
+// failing, or content that keeps failing to be JSON, gives an error
+// wrapping ErrCorrupt (and seal.ErrMismatch for a bad seal); I/O errors are
+// returned as they are (fs.ErrNotExist included).
+//
+// A read is retried, too, if path no longer names the inode that was read
+// once the read is done: a reader that stalled between open and read
+// through a whole commit of the instance could otherwise return a version
+// written into that inode as a spare before its swap - genuine, sealed,
+// but not yet (or no longer) the file's content.
+func (p *FSProvider) readSealed(path string) ([]byte, error) {
+	id := p.sealID(path)
+	var last error
+	for attempt := 0; attempt < sealReadAttempts; attempt++ {
+		if attempt > 0 {
+			time.Sleep(sealRetryDelay)
+		}
+		data, swapped, err := p.readStable(path)
+		if err != nil {
+			return nil, err
+		}
+		if swapped {
+			last = errSwapped
+			continue
+		}
+		obj, sealed, err := seal.Open(id, data)
+		switch {
+		case err != nil:
+			last = err
+		case !sealed && !json.Valid(obj):
+			last = errUnsealedJSON
+		default:
+			return obj, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: %w: %w", path, ErrCorrupt, last)
+}
+
+// errSwapped: the file kept being replaced while it was read.
+var errSwapped = errors.New("replaced while being read")
+
+// readStable reads path and reports whether path named another inode by
+// the end of the read. (A file system without inode identities, the
+// in-memory test FS, never reports a swap.)
+func (p *FSProvider) readStable(path string) (data []byte, swapped bool, err error) {
+	f, err := p.fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	data, err = io.ReadAll(f)
+	if err != nil {
+		return nil, false, err
+	}
+	read, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	now, err := p.fs.Lstat(path)
+	if vfs.IsNotExist(err) {
+		return nil, true, nil // removed meanwhile: read again (and find it missing)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if read.Sys() == nil || now.Sys() == nil {
+		return data, false, nil
+	}
+	return data, !os.SameFile(read, now), nil
+}
