@@ -440,7 +440,18 @@ func (m *MemFS) resetToSynced() {
 // handles, locks, faults or hook, a sync count of zero, and a copy of m's
 // clock; everything in it is synced. Use it from an [MemFS.OnSync] hook to
 // take a crash image at a sync point while the workload runs on.
-func (m *MemFS) CrashClone() *MemFS {
+func (m *MemFS) CrashClone() *MemFS { return m.crashClone(false) }
+
+// CrashCloneWriteback is [MemFS.CrashClone] where the kernel had written
+// back every file's data but no directory entry since its last sync: every
+// file reachable through synced entries holds its current data, synced or
+// not. It is the other extreme of a power loss (CrashClone: no unsynced
+// data reached the disk) and the one that catches a file overwritten in
+// place while a synced directory entry still names it - an inode recycled
+// before the swap that moved it away was durable.
+func (m *MemFS) CrashCloneWriteback() *MemFS { return m.crashClone(true) }
+
+func (m *MemFS) crashClone(writeback bool) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	copies := map[*memNode]*memNode{}
@@ -462,7 +473,11 @@ func (m *MemFS) CrashClone() *MemFS {
 			}
 			// Sharing the synced array is safe: neither MemFS ever writes
 			// synced bytes in place (see memNode).
-			cp := &memNode{mode: c.mode, modTime: c.modTime, data: c.synced, synced: c.synced, shared: c.synced != nil}
+			data := c.synced
+			if writeback {
+				data = slices.Clone(c.data) // c.data may still change in m
+			}
+			cp := &memNode{mode: c.mode, modTime: c.modTime, data: data, synced: data, shared: data != nil}
 			copies[c] = cp
 			nd.children[name] = cp
 		}

@@ -45,3 +45,30 @@ func TestMemFSBarrier(t *testing.T) {
 		t.Fatal("Crash kept the boot id")
 	}
 }
+
+// TestMemFSCrashCloneWriteback: the written-back image keeps every file's
+// current data but only synced directory entries.
+func TestMemFSCrashCloneWriteback(t *testing.T) {
+	m := NewStrictMem()
+	if err := m.MkdirAll("/d", DirPerm); err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, m, map[string]string{"/d/old": "v1"})
+	m.MarkAllSynced()
+	f, err := m.OpenFile("/d/old", 0x1 /* O_WRONLY */, FilePerm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("v2")); err != nil { // unsynced overwrite
+		t.Fatal(err)
+	}
+	writeAll(t, NoSync(m), map[string]string{"/d/new": "n"}) // unsynced entry
+	wb, strict := m.CrashCloneWriteback(), m.CrashClone()
+	wantContent(t, wb, "/d/old", "v2")
+	wantContent(t, strict, "/d/old", "v1")
+	wantContent(t, wb, "/d/new", "")
+	if _, err := f.Write([]byte("v3")); err != nil { // the clone is a copy
+		t.Fatal(err)
+	}
+	wantContent(t, wb, "/d/old", "v2")
+}
