@@ -38,6 +38,7 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzDecodeLine -fuzztime 10s ./history/
 	$(GO) test -run XXX -fuzz FuzzEncode -fuzztime 10s ./internal/names/
 	$(GO) test -run XXX -fuzz FuzzLeaseFile -fuzztime 10s ./lease/
+	$(GO) test -run XXX -fuzz FuzzOpen -fuzztime 10s ./internal/seal/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
 ## SIGSTOP zombie rounds), then every invariant of design.md §6; exits
