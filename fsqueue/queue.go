@@ -146,6 +146,14 @@ type listCache struct {
 	shared bool
 	// byAttr indexes names by the value of Options.IndexAttr.
 	byAttr map[string]map[string]struct{}
+	// The visibility index (see visible.go), kept from the first
+	// ListVisible on: visible holds the entries visible at horizon, sorted
+	// by name (copy-on-write once handed out: visShared), later the others.
+	visOn     bool
+	horizon   int64
+	visible   []Entry
+	visShared bool
+	later     laterHeap
 	// watch, when not nil, reports every process's changes to the
 	// directory (inotify); without it List falls back to the mtime rule.
 	watch      vfs.DirWatch
@@ -784,8 +792,11 @@ func (q *Queue) relistLocked(t0, mtime time.Time) error {
 	}
 	q.msgs.mu.Unlock()
 	if changed {
-		c.sorted = slices.SortedFunc(maps.Values(c.index), func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+		c.sorted = slices.SortedFunc(maps.Values(c.index), compareNames)
 		c.shared = false
+		if c.visOn {
+			q.rebuildVisibleLocked()
+		}
 	}
 	c.mtime, c.listedAt, c.valid = mtime, t0, true
 	return nil
@@ -925,25 +936,32 @@ func (q *Queue) ownSorted() {
 
 func (q *Queue) insertSorted(e Entry) {
 	c := &q.list
-	i, found := slices.BinarySearchFunc(c.sorted, e.Name, func(x Entry, n string) int { return strings.Compare(x.Name, n) })
+	i, found := slices.BinarySearchFunc(c.sorted, e.Name, entryName)
 	if found {
 		return
 	}
 	q.ownSorted()
 	c.sorted = slices.Insert(c.sorted, i, e)
+	if c.visOn {
+		q.addVisibleLocked(e)
+	}
 }
 
 // removeEntry drops name from the index and sorted. The caller holds q.list.mu.
 func (q *Queue) removeEntry(name string) {
 	c := &q.list
-	if _, ok := c.index[name]; !ok {
+	e, ok := c.index[name]
+	if !ok {
 		return
 	}
 	q.unindexLocked(name)
-	i, found := slices.BinarySearchFunc(c.sorted, name, func(x Entry, n string) int { return strings.Compare(x.Name, n) })
+	i, found := slices.BinarySearchFunc(c.sorted, name, entryName)
 	if found {
 		q.ownSorted()
 		c.sorted = slices.Delete(c.sorted, i, i+1)
+	}
+	if c.visOn {
+		q.removeVisibleLocked(e)
 	}
 }
 

@@ -156,19 +156,17 @@ func (p *FSProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, po
 // message first, and locks the first instance it can.
 func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
-	entries, err := p.orchQ.List()
+	// Only messages visible by their header are candidates: an abandon may
+	// delay a message further (lease state), never make it visible earlier.
+	// The queue's visibility index keeps not-yet-due messages (timers) out
+	// of this walk, so its cost does not grow with them.
+	entries, err := p.orchQ.ListVisible(p.nowMs())
 	if err != nil {
 		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
 	}
-	nowMs := p.nowMs()
 	tried := map[string]bool{}
 	var busy []fsqueue.Entry // instances whose flock was held when tried
 	for _, e := range entries {
-		if e.VisibleAtMs > nowMs {
-			// Its own visibility may still be overridden, but a message that is
-			// not yet visible by its header is never visible earlier.
-			continue
-		}
 		key := e.Attrs[attrKey]
 		if key == "" || tried[key] {
 			continue
