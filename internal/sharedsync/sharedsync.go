@@ -100,6 +100,10 @@ type Coordinator struct {
 	// Stats (for tests and benchmarks): barriers this process ran, and
 	// Syncs answered by a barrier of another process.
 	ran, shared atomic.Uint64
+
+	// testHookTarget, when set by a test, runs in Sync once the barrier
+	// the call needs is known, before Sync looks for it.
+	testHookTarget func()
 }
 
 // word returns the counter at off.
@@ -161,6 +165,9 @@ func (c *Coordinator) Sync() error {
 		started = done // corrupt or stale: wait beyond both
 	}
 	target := started + 1
+	if c.testHookTarget != nil {
+		c.testHookTarget()
+	}
 	if c.covered(target) {
 		// A barrier numbered target started after our read of started and
 		// has already completed (possible when another leader raced us).
