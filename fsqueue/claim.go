@@ -74,10 +74,12 @@ type claimEntry struct {
 	claim   Claim
 	exists  bool
 	corrupt bool
-	// identity of the file the claim was read from
+	// identity of the file the claim was read from (with a Recycler an
+	// inode may come back to the same path, but every move sets its ctime)
 	ino   uint64
 	size  int64
 	mtime time.Time
+	ctime time.Time
 	// the entry was known correct at real time validAt, when claims/ had
 	// mtime dirMtime
 	dirMtime time.Time
@@ -283,7 +285,7 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 	gone := func() error {
 		q.forget(e.Name)
 		q.log.Debug("fsqueue: claimed message vanished", "dir", q.dir, "name", e.Name)
-		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
+		if err := q.removeFile(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
 			return fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
 		}
 		return nil
@@ -308,7 +310,7 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 		if exists {
 			return nil, q.writeClaim(e.Name, old)
 		}
-		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
+		if err := q.removeFile(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
 			return nil, fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
 		}
 		return nil, nil
@@ -371,7 +373,7 @@ func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
 		ce = claimEntry{}
 	case err != nil:
 		return Claim{}, false, fmt.Errorf("fsqueue: stat claim %s: %w", name, err)
-	case ok && ce.exists && ce.ino == fileIno(fi) && ce.size == fi.Size() && ce.mtime.Equal(fi.ModTime()):
+	case ok && ce.exists && ce.ino == fileIno(fi) && ce.size == fi.Size() && ce.mtime.Equal(fi.ModTime()) && ce.ctime.Equal(vfs.ChangeTime(fi)):
 		// unchanged file
 	default:
 		cl, exists, err := q.readClaim(name)
@@ -380,7 +382,7 @@ func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
 			return Claim{}, false, err
 		}
 		ce = claimEntry{claim: cl, exists: exists || corrupt, corrupt: corrupt,
-			ino: fileIno(fi), size: fi.Size(), mtime: fi.ModTime()}
+			ino: fileIno(fi), size: fi.Size(), mtime: fi.ModTime(), ctime: vfs.ChangeTime(fi)}
 	}
 	ce.dirMtime, ce.validAt = snap.dirMtime, v
 	c.mu.Lock()
@@ -393,7 +395,8 @@ func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
 }
 
 // readClaim reads claims/<name>.json. A missing file is (Claim{}, false, nil);
-// an unparsable one is an error wrapping errCorrupt.
+// an unparsable one, or one holding another message's token, is an error
+// wrapping ErrCorrupt (and errCorrupt).
 func (q *Queue) readClaim(name string) (Claim, bool, error) {
 	data, err := q.fsys.ReadFile(q.claimPath(name))
 	if err != nil {
@@ -401,13 +404,21 @@ func (q *Queue) readClaim(name string) (Claim, bool, error) {
 			return Claim{}, false, nil
 		}
 		if errors.Is(err, vfs.ErrSymlink) {
-			return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w: %w", name, errCorrupt, err)
+			return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w (%w): %w", name, ErrCorrupt, errCorrupt, err)
 		}
 		return Claim{}, false, fmt.Errorf("fsqueue: read claim %s: %w", name, err)
 	}
 	var c Claim
 	if err := json.Unmarshal(data, &c); err != nil {
-		return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w: %w", name, errCorrupt, err)
+		return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w (%w): %w", name, ErrCorrupt, errCorrupt, err)
+	}
+	if c.Token != "" {
+		// A token of another message: the file is not this message's claim
+		// (after a power loss, a claim path may name an inode that was
+		// recycled for another claim; see Recycler).
+		if n, ok := NameFromToken(c.Token); !ok || n != name {
+			return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w (%w): token %q of another message", name, ErrCorrupt, errCorrupt, c.Token)
+		}
 	}
 	return c, true, nil
 }
@@ -423,7 +434,7 @@ func (q *Queue) writeClaim(name string, c Claim) error {
 	if q.opts.VolatileClaims {
 		fsys = vfs.NoSync(fsys)
 	}
-	if err := vfs.WriteFile(fsys, q.claimPath(name), data); err != nil {
+	if err := q.replaceClaim(fsys, q.claimPath(name), data, nil, nil); err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 	}
 	return nil
@@ -464,7 +475,10 @@ func (q *Queue) WithClaim(ctx context.Context, name string, fn func(g *ClaimGuar
 // from it is not born stale).
 func (g *ClaimGuard) Now() time.Time { return g.q.clock.Now() }
 
-// Read returns the message's claim; exists is false if it has none.
+// Read returns the message's claim; exists is false if it has none. A
+// claim file that does not decode, or holds another message's token, gives
+// an error wrapping [ErrCorrupt] (possible after a power loss with
+// VolatileClaims; such a claim is no claim for ClaimNext).
 func (g *ClaimGuard) Read() (c Claim, exists bool, err error) {
 	if g.done.Load() {
 		return Claim{}, false, errGuardDone
@@ -498,7 +512,7 @@ func (g *ClaimGuard) Commit(c Claim, barrier, syncDir func() error) error {
 	if err != nil {
 		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
 	}
-	if err := vfs.WriteFileAfterBarrier(g.q.fsys, g.q.claimPath(g.name), data, barrier, syncDir); err != nil {
+	if err := g.q.replaceClaim(g.q.fsys, g.q.claimPath(g.name), data, barrier, syncDir); err != nil {
 		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
 	}
 	return nil
@@ -708,7 +722,7 @@ func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepSt
 			if !exists || (err == nil && c.State != "") {
 				return nil
 			}
-			if err := q.fsys.Remove(q.claimPath(name)); err != nil {
+			if err := q.removeFile(q.claimPath(name)); err != nil {
 				if vfs.IsNotExist(err) {
 					return nil
 				}

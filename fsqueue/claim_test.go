@@ -317,18 +317,37 @@ func TestClaimNeverReturnsExpiredLease(t *testing.T) {
 	}
 }
 
-// A claim file that cannot be parsed (possible only after a power loss
-// without fsync) does not block the message forever: it is redelivered.
+// A claim file that is not this message's claim - unparsable (possible
+// only after a power loss without fsync), or a held or acked claim of
+// another message (a recycled inode that a power loss left at this path) -
+// does not block the message: it is redelivered as if unclaimed.
 func TestCorruptClaimRedelivers(t *testing.T) {
-	dir := t.TempDir()
-	q := openQueue(t, vfs.OS{}, dir, nil)
-	name := enqueue(t, q, fsqueue.Message{})
-	if err := os.WriteFile(filepath.Join(dir, "claims", name+".json"), nil, 0o600); err != nil {
-		t.Fatal(err)
+	// a claim of message 01ARZ3NDEKTSV4RRFFQ69G5FAV
+	tok := func(state string) string {
+		c := fsqueue.Claim{Token: "01ARZ3NDEKTSV4RRFFQ69G5FAV.6f1c6b7e-6d51-4b4a-9d1c-6a2a9a3f6d11", LockedUntilMs: 1 << 50, Attempt: 7, State: state}
+		b, _ := json.Marshal(c)
+		return string(b)
 	}
-	c := mustClaim(t, q, time.Minute, nil)
-	if c.Message.Name != name || c.Claim.Attempt != 1 {
-		t.Fatalf("claim = %+v", c.Claim)
+	for _, tt := range []struct {
+		name, content string
+	}{
+		{"empty", ""},
+		{"not JSON", "{\"token\":"},
+		{"held claim of another message", tok("")},
+		{"acked claim of another message", tok("acked")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			q := openQueue(t, vfs.OS{}, dir, nil)
+			name := enqueue(t, q, fsqueue.Message{})
+			if err := os.WriteFile(filepath.Join(dir, "claims", name+".json"), []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c := mustClaim(t, q, time.Minute, nil)
+			if c.Message.Name != name || c.Claim.Attempt != 1 {
+				t.Fatalf("claim = %+v", c.Claim)
+			}
+		})
 	}
 }
 

@@ -36,7 +36,8 @@ var (
 	// ULID, or a token does not start with one.
 	ErrInvalidName = errors.New("fsqueue: invalid message name")
 	// ErrCorrupt means a message file exists but does not decode (damaged,
-	// or a staged file left partial by a crash: see [Queue.StageDeferred]).
+	// or a staged file left partial by a crash: see [Queue.StageDeferred]),
+	// or a claim file is not the message's claim (see [ClaimGuard.Read]).
 	ErrCorrupt = errors.New("fsqueue: corrupt message file")
 )
 
@@ -110,6 +111,12 @@ type Options struct {
 	// unreadable (treated as no claim). A claim written with
 	// ClaimGuard.Commit is durable either way.
 	VolatileClaims bool
+	// Recycler, if set, lends spare files for claims and staged messages
+	// and takes back removed ones, so that the queue allocates and frees
+	// no inodes in its steady state (see [Recycler]). Every process sharing
+	// the queue reads message files so that recycling is safe, with or
+	// without one.
+	Recycler Recycler
 }
 
 // Queue is a message queue in one directory. It is safe for concurrent use
@@ -409,7 +416,7 @@ func (q *Queue) Stage(m Message) error {
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileNoDirSync(q.fsys, q.stagedPath(m.Name), data); err != nil {
+	if err := q.writeStaged(q.stagedPath(m.Name), data, true, true); err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
 	}
 	return nil
@@ -429,7 +436,7 @@ func (q *Queue) StageDeferred(m Message) error {
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteNew(vfs.NoSync(q.fsys), q.stagedPath(m.Name), data); err != nil {
+	if err := q.writeStaged(q.stagedPath(m.Name), data, false, false); err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
 	}
 	return nil
@@ -492,7 +499,7 @@ func (q *Queue) ReadStaged(name string) (Message, error) {
 	if err := checkName(name); err != nil {
 		return Message{}, err
 	}
-	data, err := q.fsys.ReadFile(q.stagedPath(name))
+	data, err := q.readMessageFile(q.stagedPath(name))
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: %w", name, ErrNotFound, err)
@@ -512,7 +519,7 @@ func (q *Queue) Unstage(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.fsys.Remove(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.removeFile(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: unstage %s: %w", name, err)
 	}
 	return nil
@@ -544,11 +551,11 @@ func (q *Queue) Delete(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.removeFile(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
 	}
 	q.forget(name)
-	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.removeFile(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
 	}
 	return nil
@@ -563,7 +570,7 @@ func (q *Queue) DeleteMessage(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.removeFile(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
 	}
 	q.forget(name)
@@ -576,7 +583,7 @@ func (q *Queue) DeleteClaim(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.removeFile(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
 	}
 	return nil
@@ -610,7 +617,7 @@ func (q *Queue) Get(name string) (Message, error) {
 	if ok {
 		return cloneMessage(m), nil
 	}
-	data, err := q.fsys.ReadFile(q.msgPath(name))
+	data, err := q.readMessageFile(q.msgPath(name))
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Message{}, fmt.Errorf("fsqueue: get %s: %w: %w", name, ErrNotFound, err)
@@ -969,7 +976,7 @@ func (q *Queue) removeEntry(name string) {
 var errCorrupt = errors.New("corrupt file")
 
 func (q *Queue) readHeader(name string) (Entry, error) {
-	data, err := q.fsys.ReadFile(q.msgPath(name))
+	data, err := q.readMessageFile(q.msgPath(name))
 	if err != nil {
 		return Entry{}, err
 	}

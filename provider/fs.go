@@ -309,6 +309,9 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 func (p *FSProvider) openQueues() error {
 	var err error
 	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: p.barrier != nil}
+	if p.barrier != nil && p.spares.Enabled() {
+		qopts.Recycler = &queueRecycler{pool: p.spares, barrier: p.barrier}
+	}
 	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "orchestrator"), qopts); err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}

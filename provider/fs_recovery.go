@@ -167,7 +167,9 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 			if item, ok := strings.CutPrefix(src, "w:"); ok {
 				err = p.workQ.WithClaim(ctx, item, func(g *fsqueue.ClaimGuard) error {
 					c, exists, err := g.Read()
-					if err != nil {
+					if errors.Is(err, fsqueue.ErrCorrupt) {
+						exists = false // unreadable: a volatile claim, never an acked one
+					} else if err != nil {
 						return err
 					}
 					var data workAckData
@@ -244,10 +246,15 @@ func (p *FSProvider) sweepTemps(age time.Duration) error {
 }
 
 // spareSweepAge is how long another process's spare file (fs_spares.go)
-// must have been left untouched before a sweeper removes it: its process is
-// most likely gone. Removing a spare that is still in use is safe (the
+// must have been left untouched - neither written nor moved, by its mtime
+// and ctime (a removed message retired as a spare keeps its old mtime) -
+// before a sweeper removes it: its process is most likely gone. Removing a spare that is still in use is safe (the
 // replace writing it notices and takes a new one), merely wasteful.
 const spareSweepAge = 10 * time.Minute
+
+// sweepNow is the real time the temp sweep judges file times by (a test
+// moves it: a file's ctime cannot be set back).
+var sweepNow = time.Now
 
 // sweepTempDir removes temporary files older than age from one directory,
 // and spares of other processes untouched for spareSweepAge.
@@ -269,7 +276,7 @@ func (p *FSProvider) sweepTempDir(dir string, age time.Duration) error {
 			continue
 		}
 		path := filepath.Join(dir, n)
-		if fi, err := p.fs.Lstat(path); err == nil && time.Since(fi.ModTime()) > minAge {
+		if fi, err := p.fs.Lstat(path); err == nil && sweepNow().Sub(latest(fi.ModTime(), vfs.ChangeTime(fi))) > minAge {
 			if p.fs.Remove(path) == nil {
 				p.stats.tempsSwept.Add(1)
 			}
@@ -322,3 +329,11 @@ func (p *FSProvider) quarantineOrch(name, reason string) {
 }
 
 func decodeKey(key string) (string, error) { return names.Decode(key) }
+
+// latest returns the later of two times.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -56,9 +56,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/durofs/durofs/internal/seal"
@@ -112,8 +111,12 @@ func (p *FSProvider) replaceSealed(fsys vfs.FS, path string, data []byte, barrie
 		return vfs.WriteFileVia(fsys, p.tmpDir, path, sealed)
 	}
 	spare := p.spares.Get()
-	defer p.spares.Put(spare)
-	_, err = vfs.ReplaceVia(fsys, spare, path, sealed, barrier, syncDir)
+	kept, err := vfs.ReplaceVia(fsys, spare, path, sealed, barrier, syncDir)
+	if kept || err != nil {
+		p.spares.Put(spare)
+	} else {
+		p.spares.PutEmpty(spare)
+	}
 	return err
 }
 
@@ -149,7 +152,7 @@ func (p *FSProvider) readSealed(path string) ([]byte, error) {
 		if attempt > 0 {
 			time.Sleep(sealRetryDelay)
 		}
-		data, swapped, err := p.readStable(path)
+		data, swapped, err := vfs.ReadStable(p.fs, path)
 		if err != nil {
 			return nil, err
 		}
@@ -173,32 +176,88 @@ func (p *FSProvider) readSealed(path string) ([]byte, error) {
 // errSwapped: the file kept being replaced while it was read.
 var errSwapped = errors.New("replaced while being read")
 
-// readStable reads path and reports whether path named another inode by
-// the end of the read. (A file system without inode identities, the
-// in-memory test FS, never reports a swap.)
-func (p *FSProvider) readStable(path string) (data []byte, swapped bool, err error) {
-	f, err := p.fs.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, false, err
+// queueRecycler lends the queues this process's spare pool in barrier mode
+// (fsqueue.Recycler): claims are replaced through spares, staged messages
+// are written into spares, and removed messages and claims become spares
+// instead of being unlinked, so a chain turn allocates no inode for them.
+//
+// The rule of fsqueue.Recycler.Hold - an inode moved out of a queue path
+// is not overwritten until the move is durable - is kept with the barrier:
+// a held spare is handed out again only once a barrier that started after
+// the move has completed (covered). Without that, a power loss could leave
+// the old queue path naming the inode with new content: a removed message
+// back as another message's bytes, or a claim path naming a commit record.
+// Barriers run for every commit, and the cleaner runs one when none did,
+// so a spare is held for milliseconds under load.
+//
+// The pool keeps at most maxIdleSpares files; beyond that removals unlink,
+// so a process that consumes more than it produces does not hoard inodes.
+type queueRecycler struct {
+	pool    *vfs.SparePool
+	barrier *groupBarrier
+
+	mu   sync.Mutex
+	held []heldSpare // in Hold order
+}
+
+// heldSpare is a spare waiting for a barrier after epoch.
+type heldSpare struct {
+	path  string
+	epoch uint64
+}
+
+// maxIdleSpares bounds the spare files a process keeps (held or idle).
+const maxIdleSpares = 256
+
+// Get implements fsqueue.Recycler.
+func (r *queueRecycler) Get() string {
+	r.release()
+	return r.pool.Get()
+}
+
+// Put implements fsqueue.Recycler.
+func (r *queueRecycler) Put(spare string, hasFile bool) {
+	if hasFile {
+		r.pool.Put(spare)
+	} else {
+		r.pool.PutEmpty(spare)
 	}
-	defer f.Close()
-	data, err = io.ReadAll(f)
-	if err != nil {
-		return nil, false, err
+}
+
+// Retire implements fsqueue.Recycler.
+func (r *queueRecycler) Retire() string {
+	r.release()
+	r.mu.Lock()
+	n := len(r.held)
+	r.mu.Unlock()
+	if n+r.pool.Idle() >= maxIdleSpares {
+		return ""
 	}
-	read, err := f.Stat()
-	if err != nil {
-		return nil, false, err
+	return r.pool.Reserve()
+}
+
+// Hold implements fsqueue.Recycler: the move that made spare is complete,
+// so a barrier that starts after this epoch makes it durable.
+func (r *queueRecycler) Hold(spare string) {
+	epoch := r.barrier.epoch()
+	r.mu.Lock()
+	r.held = append(r.held, heldSpare{spare, epoch})
+	r.mu.Unlock()
+}
+
+// release hands the held spares that a barrier covers to the pool.
+func (r *queueRecycler) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, h := range r.held {
+		if r.barrier.covered(h.epoch) {
+			r.pool.Put(h.path)
+			continue
+		}
+		r.held[n] = h
+		n++
 	}
-	now, err := p.fs.Lstat(path)
-	if vfs.IsNotExist(err) {
-		return nil, true, nil // removed meanwhile: read again (and find it missing)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	if read.Sys() == nil || now.Sys() == nil {
-		return data, false, nil
-	}
-	return data, !os.SameFile(read, now), nil
+	clear(r.held[n:])
+	r.held = r.held[:n]
 }

@@ -141,7 +141,10 @@ func TestSealedFilesOnDisk(t *testing.T) {
 	}
 }
 
-// TestSpareSweep: a sweep removes old spares of other pools, never its own.
+// TestSpareSweep: a sweep removes spares of other pools left untouched -
+// neither written nor moved - for spareSweepAge, never its own. A spare
+// with an old mtime that was moved recently (a removed message retired as
+// a spare) is kept.
 func TestSpareSweep(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("inode recycling needs renameat2 (Linux)")
@@ -161,12 +164,148 @@ func TestSpareSweep(t *testing.T) {
 	}
 	old := time.Now().Add(-spareSweepAge - time.Minute)
 	for _, f := range []string{own, dead} {
-		mustNoErr(t, os.Chtimes(f, old, old))
+		mustNoErr(t, os.Chtimes(f, old, old)) // an old mtime, but ctime is now
 	}
-	mustNoErr(t, p.sweepTemps(time.Minute))
-	for f, want := range map[string]bool{own: true, dead: false, fresh: true} {
-		if _, err := p.fs.Lstat(f); (err == nil) != want {
-			t.Errorf("%s exists=%v after the sweep, want %v", filepath.Base(f), err == nil, want)
+	check := func(when string, want map[string]bool) {
+		t.Helper()
+		mustNoErr(t, p.sweepTemps(time.Minute))
+		for f, want := range want {
+			if _, err := p.fs.Lstat(f); (err == nil) != want {
+				t.Errorf("%s: %s exists=%v after the sweep, want %v", when, filepath.Base(f), err == nil, want)
+			}
 		}
+	}
+	check("old mtime, recent ctime", map[string]bool{own: true, dead: true, fresh: true})
+	defer func(orig func() time.Time) { sweepNow = orig }(sweepNow)
+	sweepNow = func() time.Time { return time.Now().Add(spareSweepAge + 2*time.Minute) }
+	check("both old", map[string]bool{own: true, dead: false, fresh: false})
+}
+
+// TestQueueRecyclerHoldsUntilBarrier: a spare held after a move is not
+// handed out until a barrier that started after the Hold has completed;
+// then it is handed out before any empty name; and once the process keeps
+// maxIdleSpares files, Retire refuses (the queue unlinks instead).
+func TestQueueRecyclerHoldsUntilBarrier(t *testing.T) {
+	mem := vfs.NewStrictMem()
+	mustNoErr(t, mem.MkdirAll("/tmp", vfs.DirPerm))
+	pool, err := vfs.NewSparePool(mem, "/tmp")
+	if err != nil || !pool.Enabled() {
+		t.Fatalf("NewSparePool = %v, %v", pool, err)
+	}
+	var barriers atomic.Int64
+	b := newGroupBarrier(func() error { barriers.Add(1); return nil })
+	r := &queueRecycler{pool: pool, barrier: b}
+
+	mustNoErr(t, b.Sync()) // a barrier before the move proves nothing about it
+	s := r.Retire()
+	mustNoErr(t, vfs.WriteFile(mem, s, []byte("a removed message"))) // the retire's rename
+	r.Hold(s)
+	g := r.Get()
+	if g == s {
+		t.Fatal("Get handed out a held spare before any barrier after the Hold")
+	}
+	r.Put(g, false)
+	mustNoErr(t, b.Sync())
+	if g := r.Get(); g != s {
+		t.Fatalf("Get after the barrier = %q, want the released spare %q", g, s)
+	}
+	r.Put(s, true)
+
+	for range maxIdleSpares {
+		if n := r.Retire(); n != "" {
+			r.Hold(n)
+		}
+	}
+	mustNoErr(t, b.Sync())
+	if n := r.Retire(); n != "" {
+		t.Fatalf("Retire with %d spares kept = %q, want refusal", maxIdleSpares, n)
+	}
+}
+
+// TestQueueFilesRecycled: in barrier mode the steady state of work items
+// - enqueue, fetch, ack with a completion, cleanup - creates and unlinks no
+// queue files: claims and staged completions are written into spares, and
+// removed messages and claims become spares. Only the enqueue creates its
+// message (through a temporary file it unlinks again).
+func TestQueueFilesRecycled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inode recycling needs renameat2 (Linux)")
+	}
+	ctx := t.Context()
+	cfs := vfs.Counting(vfs.OS{})
+	p := openT(t, t.TempDir(), Options{FS: cfs, SweepInterval: -1, CommitSync: CommitBarrier})
+	if !p.spares.Enabled() {
+		t.Skip("file system cannot exchange names")
+	}
+	const warmup, items = 3, 20
+	var base vfs.FileCounts
+	for i := range items {
+		if i == warmup {
+			base = cfs.Files()
+		}
+		mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "wf", ExecutionID: 1, ID: uint64(i + 1), Name: "a"}))
+		it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, TagFilter{})
+		if err != nil || it == nil {
+			t.Fatal(it, err)
+		}
+		mustNoErr(t, p.AckWorkItem(ctx, it.LockToken, ActivityCompleted{Instance: "wf", ExecutionID: 1, ID: uint64(i + 1), Result: "r"}))
+		p.cleanOnce(true)
+	}
+	got := cfs.Files()
+	n := int64(items - warmup)
+	if creates, unlinks := got.Creates-base.Creates, got.Unlinks-base.Unlinks; creates > n || unlinks > n {
+		t.Fatalf("%d items created %d files and unlinked %d names; want at most one each per item (the enqueue's)", n, creates, unlinks)
+	}
+	claims, err := p.workQ.Claims()
+	mustNoErr(t, err)
+	if len(claims) != 0 {
+		t.Fatalf("claims left after the cleanups: %v", claims)
+	}
+}
+
+// TestUnreadableClaimIsNoClaim: a worker claim that a power loss left
+// unreadable - garbage, or (recycled inodes) another message's held or
+// acked claim - neither stops Open's recovery nor blocks the item: it is
+// delivered again, and the ack of the lost lease is refused.
+func TestUnreadableClaimIsNoClaim(t *testing.T) {
+	other := func(state string) string {
+		b, _ := json.Marshal(map[string]any{"token": "01ARZ3NDEKTSV4RRFFQ69G5FAV.6f1c6b7e-6d51-4b4a-9d1c-6a2a9a3f6d11",
+			"locked_until_ms": int64(1) << 50, "attempt": 3, "state": state, "data": map[string]string{"completion": "01ARZ3NDEKTSV4RRFFQ69G5FAW"}})
+		return string(b)
+	}
+	for _, tt := range []struct{ name, content string }{
+		{"garbage", "{garbage"},
+		{"empty", ""},
+		{"another message's held claim", other("")},
+		{"another message's acked claim", other(claimStateAcked)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			dir := t.TempDir()
+			p := openT(t, dir, Options{SweepInterval: -1})
+			mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "wf", ExecutionID: 1, ID: 1, Name: "a"}))
+			it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, TagFilter{})
+			if err != nil || it == nil {
+				t.Fatal(it, err)
+			}
+			mustNoErr(t, p.Close())
+			claims, _ := filepath.Glob(filepath.Join(dir, "queues", "worker", "claims", "*.json"))
+			if len(claims) != 1 {
+				t.Fatalf("claims = %v", claims)
+			}
+			mustNoErr(t, os.WriteFile(claims[0], []byte(tt.content), 0o600))
+			p2 := openT(t, dir, Options{SweepInterval: -1})
+			if err := p2.AckWorkItem(ctx, it.LockToken, nil); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("ack of the lost lease = %v, want ErrNotFound", err)
+			}
+			again, err := p2.FetchWorkItem(ctx, time.Minute, 0, nil, TagFilter{})
+			if err != nil || again == nil {
+				t.Fatalf("fetch after reopening = %+v, %v; want the item again", again, err)
+			}
+			mustNoErr(t, p2.AckWorkItem(ctx, again.LockToken, nil))
+			if orch, _ := p2.orchQ.List(); len(orch) != 0 {
+				t.Fatalf("a foreign claim's completion was published: %v", orch)
+			}
+		})
 	}
 }

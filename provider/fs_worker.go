@@ -194,6 +194,9 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	var hasSession bool
 	err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
 		c, exists, err := g.Read()
+		if errors.Is(err, fsqueue.ErrCorrupt) {
+			return Permanentf(op, ErrNotFound, "work item not found: its claim is unreadable (%v)", err)
+		}
 		if err != nil {
 			return Retryablef(op, err, "read claim: %v", err)
 		}
@@ -359,6 +362,11 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 	for _, name := range names {
 		err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
 			c, exists, err := g.Read()
+			if errors.Is(err, fsqueue.ErrCorrupt) {
+				// A volatile claim a power loss left unreadable: never an
+				// acked one (those are durable), so nothing to finish.
+				return nil
+			}
 			if err != nil || !exists || c.State != claimStateAcked {
 				return err
 			}

@@ -1303,7 +1303,13 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 		}
 		r.checked.Claims++
 		var c fsqueue.Claim
-		if err := json.Unmarshal(data, &c); err != nil {
+		err = json.Unmarshal(data, &c)
+		if tokenOf, ok := fsqueue.NameFromToken(c.Token); err == nil && c.Token != "" && (!ok || tokenOf != name) {
+			// After a power loss a claim path can name an inode recycled
+			// for another claim (fsqueue.Recycler): not this item's claim.
+			err = fmt.Errorf("it holds the token %q of another message", c.Token)
+		}
+		if err != nil {
 			f := r.add(FsckUnparseable, SeverityError, path, "claim cannot be parsed: %v", err)
 			f.Action = "fsck --repair moves it to quarantine/ (the item, if still queued, is delivered again)"
 			if r.repair {

@@ -106,6 +106,28 @@ func TestFsckKinds(t *testing.T) {
 			},
 		},
 		{
+			name: "acked claim of another message (a recycled inode after a power loss)",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				ctx := context.Background()
+				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 7, Name: "A"}))
+				w, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, DefaultOnlyTags())
+				if err != nil || w == nil {
+					t.Fatalf("fetch work: %v", err)
+				}
+				name, _ := fsqueue.NameFromToken(strings.TrimPrefix(w.LockToken, workTokenPrefix))
+				path := filepath.Join(dir, "queues", "worker", "claims", name+".json")
+				c := fsqueue.Claim{Token: "01ARZ3NDEKTSV4RRFFQ69G5FAV.6f1c6b7e-6d51-4b4a-9d1c-6a2a9a3f6d11", State: claimStateAcked, Data: json.RawMessage(`{}`)}
+				data, _ := json.Marshal(c)
+				mustNoErr(t, os.WriteFile(path, data, 0o600))
+			},
+			kind: FsckUnparseable, path: ".json", severity: SeverityError, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				if e, _ := p.workQ.List(); len(e) != 1 {
+					t.Errorf("the item was acked by another message's claim: queue %v", e)
+				}
+			},
+		},
+		{
 			name: "unparseable session row",
 			damage: func(t *testing.T, p *FSProvider, dir string) {
 				mustNoErr(t, os.MkdirAll(filepath.Join(dir, "sessions"), 0o700))

@@ -249,6 +249,12 @@ func workClaimIOFaults(t *testing.T, mode CommitSync, fetch func(p *FSProvider) 
 			continue // volatile claims are never synced
 		}
 		afterRename := f.op == "syncdir"
+		// In barrier mode claims are recycled: a new claim is a spare
+		// renamed into place, a replaced one a spare exchanged with it.
+		replace := f
+		if mode == CommitBarrier && f.op == "rename" {
+			replace.name, replace.op = "exchange fails (EIO)", "exchange"
+		}
 		t.Run("fetch/"+f.name, func(t *testing.T) {
 			p, mem, clk := setup(t)
 			f.inject(mem)
@@ -272,32 +278,32 @@ func workClaimIOFaults(t *testing.T, mode CommitSync, fetch func(p *FSProvider) 
 			}
 			mustNoErr(t, p.AckWorkItem(ctx, it.LockToken, nil))
 		})
-		t.Run("renew/"+f.name, func(t *testing.T) {
+		t.Run("renew/"+replace.name, func(t *testing.T) {
 			p, mem, _ := setup(t)
 			it, err := fetch(p)
 			if err != nil || it == nil {
 				t.Fatal(it, err)
 			}
-			f.inject(mem)
+			replace.inject(mem)
 			err = p.RenewWorkItemLock(ctx, it.LockToken, lock)
 			mem.ClearFaults()
-			wantFault(t, "renew", err, f)
+			wantFault(t, "renew", err, replace)
 			if again, err := fetch(p); err != nil || again != nil {
 				t.Fatalf("fetch after a failed renew = %+v, %v; want nothing (still locked)", again, err)
 			}
 			mustNoErr(t, p.RenewWorkItemLock(ctx, it.LockToken, lock))
 			mustNoErr(t, p.AckWorkItem(ctx, it.LockToken, nil))
 		})
-		t.Run("abandon/"+f.name, func(t *testing.T) {
+		t.Run("abandon/"+replace.name, func(t *testing.T) {
 			p, mem, _ := setup(t)
 			it, err := fetch(p)
 			if err != nil || it == nil {
 				t.Fatal(it, err)
 			}
-			f.inject(mem)
+			replace.inject(mem)
 			err = p.AbandonWorkItem(ctx, it.LockToken, 0, true)
 			mem.ClearFaults()
-			wantFault(t, "abandon", err, f)
+			wantFault(t, "abandon", err, replace)
 			if afterRename {
 				// It took effect: the token is released.
 				if err := p.AbandonWorkItem(ctx, it.LockToken, 0, true); !errors.Is(err, ErrInvalidLockToken) {

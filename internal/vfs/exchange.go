@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,10 +117,19 @@ func ReplaceVia(fsys FS, spare, path string, data []byte, barrier, syncDir func(
 
 var errSpareLost = errors.New("spare file removed while in use")
 
-func replaceVia(fsys FS, spare, path string, data []byte, barrier func() error) (bool, error) {
+// writeSpare overwrites spare (creating it if needed) with data, fsynced
+// if syncFile. A spare that is not a regular file we may write (a symlink
+// planted in its place) is removed and created afresh.
+func writeSpare(fsys FS, spare string, data []byte, syncFile bool) error {
 	f, err := fsys.OpenFile(spare, os.O_WRONLY|os.O_CREATE, FilePerm)
+	if errors.Is(err, ErrSymlink) {
+		if rerr := fsys.Remove(spare); rerr != nil && !IsNotExist(rerr) {
+			return err
+		}
+		f, err = fsys.OpenFile(spare, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FilePerm)
+	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	// Overwrite, then cut: the inode keeps its blocks when the new content
 	// is no longer than the old (no block freed and allocated again).
@@ -127,20 +137,59 @@ func replaceVia(fsys FS, spare, path string, data []byte, barrier func() error) 
 	if werr == nil {
 		werr = f.Truncate(int64(len(data)))
 	}
-	if werr == nil && barrier == nil {
+	if werr == nil && syncFile {
 		// An fsync error is fatal to this write (fsyncgate): never retried.
 		werr = f.Sync()
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
+	return werr
+}
+
+// MoveVia writes data to path, a name that does not exist yet, by way of
+// the file spare: it overwrites spare with data (fsynced if syncFile) and
+// renames it to path, so that a stream of new files written this way
+// allocates no inodes while the spares it uses are inodes that other files
+// left (see [ReplaceVia] and [SparePool.Reserve]). After it, spare names no
+// file. Nothing else is synced: the caller makes the rename durable (a
+// directory fsync, or a file-system barrier that covers the unsynced data
+// as well).
+//
+// The caller must be the only writer of spare, and path must be a fresh
+// name: an existing file there would be replaced (and its inode freed).
+//
+// Crash analysis: before the rename path does not exist and spare holds
+// garbage. After it, a kill -9 leaves path complete. A power loss before
+// the caller's sync may leave path missing, or - with syncFile false, and
+// before a barrier - naming the spare's inode with any mix of its old and
+// new content: callers give path a role only through something written and
+// made durable after it (a commit record), as for [WriteNew].
+func MoveVia(fsys FS, spare, path string, data []byte, syncFile bool) error {
+	for attempt := 0; ; attempt++ {
+		if err := writeSpare(fsys, spare, data, syncFile); err != nil {
+			return fmt.Errorf("vfs: write %s: %w", path, err)
+		}
+		err := fsys.Rename(spare, path)
+		if err == nil {
+			return nil
+		}
+		if !IsNotExist(err) || attempt > 0 {
+			return fmt.Errorf("vfs: write %s: %w", path, err)
+		}
+		// A sweeper removed the spare while we wrote it: write a new one.
+	}
+}
+
+func replaceVia(fsys FS, spare, path string, data []byte, barrier func() error) (bool, error) {
+	werr := writeSpare(fsys, spare, data, barrier == nil)
 	if werr == nil && barrier != nil {
 		werr = barrier()
 	}
 	if werr != nil {
 		return false, werr
 	}
-	err = Exchange(fsys, spare, path)
+	err := Exchange(fsys, spare, path)
 	switch {
 	case err == nil:
 		return true, nil
@@ -177,9 +226,10 @@ type SparePool struct {
 	dir  string
 	id   string
 
-	mu   sync.Mutex
-	free []string
-	n    int
+	mu    sync.Mutex
+	free  []string // spares that hold a file (or may)
+	empty []string // spare names known to have no file
+	n     int
 }
 
 // NewSparePool returns a pool of spare files in dir. It returns nil if fsys
@@ -205,8 +255,9 @@ func (sp *SparePool) Owns(name string) bool {
 	return sp != nil && strings.HasPrefix(name, SparePrefix+sp.id+"-")
 }
 
-// Get takes a spare path for one ReplaceVia call; Put gives it back. The
-// file may not exist (the first time, or after a rename consumed it).
+// Get takes a spare path for one ReplaceVia or MoveVia call; Put (or
+// PutEmpty) gives it back. A spare that holds a file is preferred; the
+// file may not exist (it is then created).
 func (sp *SparePool) Get() string {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -215,14 +266,52 @@ func (sp *SparePool) Get() string {
 		sp.free = sp.free[:n-1]
 		return s
 	}
+	return sp.nameLocked()
+}
+
+// nameLocked returns a spare name without a file: a known empty one, or a
+// new one.
+func (sp *SparePool) nameLocked() string {
+	if n := len(sp.empty); n > 0 {
+		s := sp.empty[n-1]
+		sp.empty = sp.empty[:n-1]
+		return s
+	}
 	sp.n++
 	return filepath.Join(sp.dir, SparePrefix+sp.id+"-"+strconv.Itoa(sp.n))
 }
 
-// Put returns a spare taken with Get.
+// Reserve returns a spare name that has no file, to move a file that is
+// no longer needed into (a rename) instead of removing it; give it to Put
+// once the file may be overwritten, or to PutEmpty if the move did not
+// happen. Reserve does not limit how many files the pool collects:
+// callers bound it with [SparePool.Idle].
+func (sp *SparePool) Reserve() string {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.nameLocked()
+}
+
+// Idle returns how many spares that hold a file are in the pool.
+func (sp *SparePool) Idle() int {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return len(sp.free)
+}
+
+// Put returns a spare taken with Get (or a name from Reserve) that holds
+// a file, or may.
 func (sp *SparePool) Put(spare string) {
 	sp.mu.Lock()
 	sp.free = append(sp.free, spare)
+	sp.mu.Unlock()
+}
+
+// PutEmpty returns a spare name that has no file: its file was renamed
+// away (MoveVia, or ReplaceVia with kept false), or a Reserve was not used.
+func (sp *SparePool) PutEmpty(name string) {
+	sp.mu.Lock()
+	sp.empty = append(sp.empty, name)
 	sp.mu.Unlock()
 }
 
@@ -272,4 +361,39 @@ func ProbeExchange(fsys FS, dir string) (bool, error) {
 		return false, err
 	}
 	return string(got) == "b", nil
+}
+
+// ReadStable reads path and reports whether, by the end of the read, path
+// no longer named the inode that was read (replaced, or removed: moved is
+// true in both cases). A reader of a file whose inodes are recycled (see
+// [ReplaceVia]) without the writer's lock uses it: content read from an
+// inode that path still names afterwards was not overwritten as a spare
+// during the read, since an inode is recycled only after it left its path.
+// A file system without inode identities (the in-memory test FS) never
+// reports a move.
+func ReadStable(fsys FS, path string) (data []byte, moved bool, err error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	data, err = io.ReadAll(f)
+	if err != nil {
+		return nil, false, err
+	}
+	read, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	now, err := fsys.Lstat(path)
+	if IsNotExist(err) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if read.Sys() == nil || now.Sys() == nil {
+		return data, false, nil
+	}
+	return data, !os.SameFile(read, now), nil
 }

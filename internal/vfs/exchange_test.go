@@ -291,3 +291,162 @@ func TestSparePool(t *testing.T) {
 		t.Fatalf("pool on an FS without exchange = %v, %v, want nil, nil", p, err)
 	}
 }
+
+// TestSparePoolPrefersFiles: Get hands out a spare that holds a file before
+// an empty name, Reserve an empty name (never one with a file), Idle
+// counts only spares with files, and Close removes every file the pool
+// made, retired ones included.
+func TestSparePoolPrefersFiles(t *testing.T) {
+	m := NewStrictMem()
+	if err := m.MkdirAll("/tmp", DirPerm); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewSparePool(m, "/tmp")
+	if err != nil || !p.Enabled() {
+		t.Fatalf("NewSparePool = %v, %v", p, err)
+	}
+	full, empty := p.Get(), p.Get()
+	writeAll(t, m, map[string]string{full: "old"})
+	p.PutEmpty(empty)
+	p.Put(full)
+	if n := p.Idle(); n != 1 {
+		t.Fatalf("Idle = %d, want 1 (the empty name does not count)", n)
+	}
+	if r := p.Reserve(); r != empty {
+		t.Fatalf("Reserve = %q, want the empty name %q", r, empty)
+	}
+	p.PutEmpty(empty)
+	if g := p.Get(); g != full {
+		t.Fatalf("Get = %q, want the spare with a file %q", g, full)
+	}
+	if g := p.Get(); g != empty {
+		t.Fatalf("second Get = %q, want the empty name %q", g, empty)
+	}
+	// a removed file retired into a reserved name is the pool's to remove
+	writeAll(t, m, map[string]string{"/q": "message"})
+	r := p.Reserve()
+	if err := m.Rename("/q", r); err != nil {
+		t.Fatal(err)
+	}
+	p.Put(r)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := m.ReadDirNames("/tmp"); len(names) != 0 {
+		t.Fatalf("after Close, /tmp holds %v", names)
+	}
+}
+
+// TestMoveVia: the new file gets its content in the spare's inode (where
+// the FS has inodes), the spare name is left without a file, and a spare
+// that a sweeper removed meanwhile, or a symlink planted at its name, is
+// replaced by a fresh file.
+func TestMoveVia(t *testing.T) {
+	for _, x := range exchangeFSs(t) {
+		t.Run(x.name, func(t *testing.T) {
+			spare, path := filepath.Join(x.dir, "spare"), filepath.Join(x.dir, "new")
+			writeAll(t, x.fsys, map[string]string{spare: "a longer old content"})
+			before, _ := x.fsys.Lstat(spare)
+			if err := MoveVia(x.fsys, spare, path, []byte("new"), false); err != nil {
+				t.Fatal(err)
+			}
+			wantContent(t, x.fsys, path, "new")
+			if _, err := x.fsys.Lstat(spare); !IsNotExist(err) {
+				t.Fatalf("spare after MoveVia: %v, want it gone", err)
+			}
+			if after, _ := x.fsys.Lstat(path); before.Sys() != nil && !os.SameFile(before, after) {
+				t.Fatal("MoveVia did not reuse the spare's inode")
+			}
+			// no spare file at all: one is created
+			if err := MoveVia(x.fsys, spare, path+"2", []byte("two"), true); err != nil {
+				t.Fatal(err)
+			}
+			wantContent(t, x.fsys, path+"2", "two")
+			if x.name != "nofollow" {
+				return // symlinks are refused by the no-follow FS only
+			}
+			if err := os.Symlink(path, spare); err != nil {
+				t.Fatal(err)
+			}
+			if err := MoveVia(x.fsys, spare, path+"3", []byte("three"), false); err != nil {
+				t.Fatalf("MoveVia over a planted symlink: %v", err)
+			}
+			wantContent(t, x.fsys, path+"3", "three")
+			wantContent(t, x.fsys, path, "new") // the symlink's target untouched
+		})
+	}
+}
+
+// hookFS runs a hook after a file opened through it is first read: the
+// moment a concurrent writer could act between a reader's open and its
+// checks.
+type hookFS struct {
+	FS
+	afterRead func()
+}
+
+func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := h.FS.OpenFile(name, flag, perm)
+	if err != nil || h.afterRead == nil {
+		return f, err
+	}
+	return &hookFile{File: f, hook: h}, nil
+}
+
+type hookFile struct {
+	File
+	hook *hookFS
+	done bool
+}
+
+func (f *hookFile) Read(b []byte) (int, error) {
+	n, err := f.File.Read(b)
+	if !f.done {
+		f.done = true
+		if fn := f.hook.afterRead; fn != nil {
+			f.hook.afterRead = nil
+			fn()
+		}
+	}
+	return n, err
+}
+
+// TestReadStable: a read reports moved when, by its end, the path names
+// another inode or nothing (replaced or removed while it was read), and
+// returns the content otherwise.
+func TestReadStable(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inode identities checked on Linux")
+	}
+	dir := t.TempDir()
+	path, other := filepath.Join(dir, "f"), filepath.Join(dir, "other")
+	tests := []struct {
+		name      string
+		during    func() error
+		wantMoved bool
+	}{
+		{"nothing happens", func() error { return nil }, false},
+		{"rewritten in place", func() error { return os.WriteFile(path, []byte("v1"), 0o600) }, false},
+		{"replaced", func() error { return os.Rename(other, path) }, true},
+		{"removed", func() error { return os.Remove(path) }, true},
+		{"moved away", func() error { return os.Rename(path, filepath.Join(dir, "spare")) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			writeAll(t, OS{}, map[string]string{path: "v1", other: "v2"})
+			fsys := &hookFS{FS: OS{}}
+			fsys.afterRead = func() {
+				if err := tt.during(); err != nil {
+					t.Error(err)
+				}
+			}
+			data, moved, err := ReadStable(fsys, path)
+			if err != nil || moved != tt.wantMoved {
+				t.Fatalf("ReadStable = %q, moved %v, %v; want moved %v", data, moved, err, tt.wantMoved)
+			}
+			if !moved && string(data) != "v1" {
+				t.Fatalf("ReadStable = %q, want v1", data)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"io/fs"
+	"os"
 	"sync/atomic"
 )
 
@@ -42,12 +43,28 @@ func (c Counts) Sub(o Counts) Counts {
 	return Counts{FileSyncs: c.FileSyncs - o.FileSyncs, DirSyncs: c.DirSyncs - o.DirSyncs, FSSyncs: c.FSSyncs - o.FSSyncs}
 }
 
-// CountingFS counts fsyncs of files and directories passing through it.
+// CountingFS counts fsyncs of files and directories passing through it,
+// and the files it creates and unlinks (see [CountingFS.Files]).
 type CountingFS struct {
 	FS
 	fileSyncs atomic.Int64
 	dirSyncs  atomic.Int64
 	fsSyncs   atomic.Int64
+	creates   atomic.Int64
+	unlinks   atomic.Int64
+}
+
+// FileCounts counts the inode churn seen by a [CountingFS].
+type FileCounts struct {
+	// Creates is how many files OpenFile created (not directories).
+	Creates int64
+	// Unlinks is how many names Remove removed, or Rename replaced.
+	Unlinks int64
+}
+
+// Files returns the file counts so far.
+func (c *CountingFS) Files() FileCounts {
+	return FileCounts{Creates: c.creates.Load(), Unlinks: c.unlinks.Load()}
 }
 
 // Counting wraps inner and counts its fsyncs exactly.
@@ -60,11 +77,38 @@ func (c *CountingFS) Counts() Counts {
 
 // OpenFile implements FS.
 func (c *CountingFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	create := flag&os.O_CREATE != 0
+	if create && flag&os.O_EXCL == 0 {
+		_, err := c.FS.Lstat(name)
+		create = IsNotExist(err)
+	}
 	f, err := c.FS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
+	if create {
+		c.creates.Add(1)
+	}
 	return countingFile{File: f, c: c}, nil
+}
+
+// Remove implements FS.
+func (c *CountingFS) Remove(name string) error {
+	err := c.FS.Remove(name)
+	if err == nil {
+		c.unlinks.Add(1)
+	}
+	return err
+}
+
+// Rename implements FS.
+func (c *CountingFS) Rename(oldpath, newpath string) error {
+	_, lerr := c.FS.Lstat(newpath)
+	err := c.FS.Rename(oldpath, newpath)
+	if err == nil && lerr == nil {
+		c.unlinks.Add(1) // the name newpath had is gone
+	}
+	return err
 }
 
 // SyncDir implements FS.
