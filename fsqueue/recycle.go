@@ -88,15 +88,20 @@ func (q *Queue) writeStaged(path string, data []byte, sync, viaTemp bool) error 
 	return err
 }
 
-// removeFile removes a message or claim file: with a recycler it moves the
-// file to a spare name instead (held until the removal is durable); without
-// one, or when the recycler has spares enough, it unlinks it. Like an
-// unlink, the rename needs a SyncDir of path's directory to be durable. A
-// missing file gives an error wrapping fs.ErrNotExist.
-func (q *Queue) removeFile(path string) error {
-	if r := q.opts.Recycler; r != nil {
+// removeFile removes a message or claim file (see RemoveVia).
+func (q *Queue) removeFile(path string) error { return RemoveVia(q.fsys, q.opts.Recycler, path) }
+
+// RemoveVia removes the file path: with a recycler r it moves the file to a
+// spare name instead (held until the removal is durable); with a nil r, or
+// when r has spares enough, it unlinks it. Like an unlink, the rename needs
+// a SyncDir of path's directory to be durable. A missing file gives an
+// error wrapping fs.ErrNotExist. Queues use it for messages and claims;
+// callers with files of their own to remove on the same file system may
+// share a recycler this way.
+func RemoveVia(fsys vfs.FS, r Recycler, path string) error {
+	if r != nil {
 		if spare := r.Retire(); spare != "" {
-			err := q.fsys.Rename(path, spare)
+			err := fsys.Rename(path, spare)
 			if err == nil {
 				r.Hold(spare)
 				return nil
@@ -109,7 +114,7 @@ func (q *Queue) removeFile(path string) error {
 			// write, say) need not stop the removal.
 		}
 	}
-	return q.fsys.Remove(path)
+	return fsys.Remove(path)
 }
 
 // readMessageFile reads a message or staged file. Message names are never

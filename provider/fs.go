@@ -122,6 +122,9 @@ type FSProvider struct {
 	// records (fs_spares.go); nil where the file system cannot exchange
 	// names, or in a read-only provider.
 	spares *vfs.SparePool
+	// recycler lends the spare pool to the queues and the cleaner in
+	// barrier mode (fs_spares.go); nil otherwise.
+	recycler *queueRecycler
 
 	// durableDirs are directories whose entries mkdirDurable made durable.
 	durableDirs sync.Map
@@ -310,7 +313,8 @@ func (p *FSProvider) openQueues() error {
 	var err error
 	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: p.barrier != nil}
 	if p.barrier != nil && p.spares.Enabled() {
-		qopts.Recycler = &queueRecycler{pool: p.spares, barrier: p.barrier}
+		p.recycler = &queueRecycler{pool: p.spares, barrier: p.barrier}
+		qopts.Recycler = p.recycler
 	}
 	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "orchestrator"), qopts); err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)

@@ -346,7 +346,8 @@ func (p *FSProvider) cleanupOne(c cleanup, final bool) (done bool, err error) {
 	if err != nil || !exists || id != c.id {
 		return true, err
 	}
-	if err := p.fs.Remove(p.commitPath(c.key)); err != nil && !vfs.IsNotExist(err) {
+	// The record becomes a spare rather than a freed inode (fs_spares.go).
+	if err := fsqueue.RemoveVia(p.fs, p.recyclerOrNil(), p.commitPath(c.key)); err != nil && !vfs.IsNotExist(err) {
 		return true, err
 	}
 	return true, nil

@@ -267,16 +267,24 @@ func (p *FSProvider) sweepTempDir(dir string, age time.Duration) error {
 		return err
 	}
 	for _, n := range entries {
-		minAge := age
+		minAge, spare := age, false
 		switch {
 		case vfs.IsTemp(n):
 		case vfs.IsSpare(n) && !p.spares.Owns(n):
-			minAge = max(age, spareSweepAge)
+			minAge, spare = max(age, spareSweepAge), true
 		default:
 			continue
 		}
 		path := filepath.Join(dir, n)
-		if fi, err := p.fs.Lstat(path); err == nil && sweepNow().Sub(latest(fi.ModTime(), vfs.ChangeTime(fi))) > minAge {
+		fi, err := p.fs.Lstat(path)
+		if err != nil {
+			continue
+		}
+		touched := fi.ModTime() // a temporary file is written once, then renamed away
+		if spare {
+			touched = latest(touched, vfs.ChangeTime(fi))
+		}
+		if sweepNow().Sub(touched) > minAge {
 			if p.fs.Remove(path) == nil {
 				p.stats.tempsSwept.Add(1)
 			}

@@ -60,6 +60,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/seal"
 	"github.com/durofs/durofs/internal/vfs"
 )
@@ -260,4 +261,13 @@ func (r *queueRecycler) release() {
 	}
 	clear(r.held[n:])
 	r.held = r.held[:n]
+}
+
+// recyclerOrNil returns p.recycler as an fsqueue.Recycler, or a nil
+// interface (not a typed nil) when there is none.
+func (p *FSProvider) recyclerOrNil() fsqueue.Recycler {
+	if p.recycler == nil {
+		return nil
+	}
+	return p.recycler
 }

@@ -24,6 +24,18 @@ type SyncClass struct {
 	FileSyncs, DirSyncs, Barriers int64
 	// MinTotal and MaxTotal are the fewest and most syncs of one call.
 	MinTotal, MaxTotal int64
+	// Creates and Unlinks are the files created and names unlinked (or
+	// replaced by a rename) over those calls: the inode churn, which costs
+	// CPU on ext4 without a journal (BENCHMARKS.md).
+	Creates, Unlinks int64
+}
+
+// FilesPerCall returns the mean files created and names unlinked per call.
+func (c SyncClass) FilesPerCall() (creates, unlinks float64) {
+	if c.Calls == 0 {
+		return 0, 0
+	}
+	return float64(c.Creates) / float64(c.Calls), float64(c.Unlinks) / float64(c.Calls)
 }
 
 // PerCall returns the mean file and directory fsyncs per call.
@@ -48,7 +60,9 @@ func (c SyncClass) Total() float64 {
 	return f + d + c.BarriersPerCall()
 }
 
-func (c *SyncClass) add(d vfs.Counts) {
+func (c *SyncClass) add(d vfs.Counts, f vfs.FileCounts) {
+	c.Creates += f.Creates
+	c.Unlinks += f.Unlinks
 	t := d.Total()
 	if c.Calls == 0 || t < c.MinTotal {
 		c.MinTotal = t
@@ -77,6 +91,9 @@ type FsyncResult struct {
 	// Total is every sync the FS saw; Unattributed those made outside the
 	// counted calls: only the cleaner's barriers (barrier commit mode).
 	Total, Unattributed vfs.Counts
+	// Files are all files created and names unlinked; FilesUnattributed
+	// those outside the counted calls (the cleaner's, and the sweeper's).
+	Files, FilesUnattributed vfs.FileCounts
 	// CommitMode is the provider's commit mode ("barrier" or "per-file").
 	CommitMode string
 	// Verify is the workload check.
@@ -100,6 +117,7 @@ type syncCounter struct {
 	first   SyncClass // chain first turns: start in, one activity out
 	steady  SyncClass // chain middle turns: one completion in, one activity out
 	counted vfs.Counts
+	files   vfs.FileCounts
 }
 
 func newSyncCounter(p provider.Provider, cfs *vfs.CountingFS) *syncCounter {
@@ -110,17 +128,24 @@ func newSyncCounter(p provider.Provider, cfs *vfs.CountingFS) *syncCounter {
 func (s *syncCounter) call(f func() (label string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	before := s.cfs.Counts()
+	before, fbefore := s.cfs.Counts(), s.cfs.Files()
 	label := f()
 	d := s.cfs.Counts().Sub(before)
+	fd := subFiles(s.cfs.Files(), fbefore)
 	s.counted = vfs.Counts{FileSyncs: s.counted.FileSyncs + d.FileSyncs, DirSyncs: s.counted.DirSyncs + d.DirSyncs, FSSyncs: s.counted.FSSyncs + d.FSSyncs}
+	s.files = vfs.FileCounts{Creates: s.files.Creates + fd.Creates, Unlinks: s.files.Unlinks + fd.Unlinks}
 	c, ok := s.classes[label]
 	if !ok {
 		c = &SyncClass{Label: label}
 		s.classes[label] = c
 		s.order = append(s.order, label)
 	}
-	c.add(d)
+	c.add(d, fd)
+}
+
+// subFiles returns a - b.
+func subFiles(a, b vfs.FileCounts) vfs.FileCounts {
+	return vfs.FileCounts{Creates: a.Creates - b.Creates, Unlinks: a.Unlinks - b.Unlinks}
 }
 
 // pollStep is how long a counted fetch sleeps between short polls.
@@ -150,22 +175,22 @@ func (s *syncCounter) FetchOrchestrationItem(ctx context.Context, lockTimeout, p
 func (s *syncCounter) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []provider.Event, workerItems, orchestratorItems []provider.WorkItem, metadata provider.ExecutionMetadata, cancelled []provider.ScheduledActivityIdentifier) error {
 	var err error
 	s.call(func() string {
-		before := s.cfs.Counts()
+		before, fbefore := s.cfs.Counts(), s.cfs.Files()
 		err = s.Provider.AckOrchestrationItem(ctx, lockToken, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelled)
 		if err != nil {
 			return "orchestration ack, failed"
 		}
-		d := s.cfs.Counts().Sub(before)
-		s.orch.add(d)
+		d, fd := s.cfs.Counts().Sub(before), subFiles(s.cfs.Files(), fbefore)
+		s.orch.add(d, fd)
 		in := s.batches[lockToken]
 		delete(s.batches, lockToken)
 		label := fmt.Sprintf("orchestration ack: %s, %d message(s) in, %d item(s) out", turnPhase(historyDelta), in, len(workerItems)+len(orchestratorItems))
 		if in == 1 && len(workerItems) == 1 && len(orchestratorItems) == 0 {
 			switch turnPhase(historyDelta) {
 			case phaseFirst:
-				s.first.add(d)
+				s.first.add(d, fd)
 			case phaseMiddle:
-				s.steady.add(d)
+				s.steady.add(d, fd)
 			}
 		}
 		return label
@@ -237,12 +262,12 @@ func (s *syncCounter) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeou
 func (s *syncCounter) AckWorkItem(ctx context.Context, token string, completion provider.WorkItem) error {
 	var err error
 	s.call(func() string {
-		before := s.cfs.Counts()
+		before, fbefore := s.cfs.Counts(), s.cfs.Files()
 		err = s.Provider.AckWorkItem(ctx, token, completion)
 		if err != nil {
 			return "work-item ack, failed"
 		}
-		s.work.add(s.cfs.Counts().Sub(before))
+		s.work.add(s.cfs.Counts().Sub(before), subFiles(s.cfs.Files(), fbefore))
 		kind := "no completion"
 		if completion != nil {
 			kind = completion.Kind()
@@ -348,7 +373,7 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 		return nil, fmt.Errorf("fsyncs: %w", err)
 	}
 	specs = append(specs, s)
-	base := cfs.Counts()
+	base, fbase := cfs.Counts(), cfs.Files()
 	for _, s := range specs {
 		if err := workload.Start(ctx, sc, s); err != nil {
 			return nil, fmt.Errorf("fsyncs: start: %w", err)
@@ -385,6 +410,7 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 		OrchAcks: sc.orch, WorkAcks: sc.work,
 		FirstTurn: sc.first, SteadyTurn: sc.steady,
 		Total:      cfs.Counts().Sub(base),
+		Files:      subFiles(cfs.Files(), fbase),
 		Verify:     rep.String(),
 		CommitMode: "unknown",
 	}
@@ -395,6 +421,7 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 	res.FirstTurn.Label = "orchestration ack, first turn of a chain (start in, 1 activity out)"
 	res.SteadyTurn.Label = "orchestration ack, steady-state turn of a chain (1 completion in, 1 activity out)"
 	res.Unattributed = res.Total.Sub(sc.counted)
+	res.FilesUnattributed = subFiles(res.Files, sc.files)
 	for _, l := range sc.order {
 		res.Classes = append(res.Classes, *sc.classes[l])
 	}
