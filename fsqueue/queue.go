@@ -38,7 +38,7 @@ var (
 	// ErrCorrupt means a message file exists but does not decode (damaged,
 	// or a staged file left partial by a crash: see [Queue.StageDeferred]),
 	// or a claim file is not the message's claim (see [ClaimGuard.Read]).
-	ErrCorrupt = errors.New("fsqueue: corrupt message file")
+	ErrCorrupt = errors.New("fsqueue: corrupt message or claim file")
 )
 
 const (

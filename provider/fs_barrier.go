@@ -326,6 +326,14 @@ func (p *FSProvider) cleanupOne(c cleanup, final bool) (done bool, err error) {
 		}
 		return true, err
 	}
+	// Most records are replaced by their instance's next commit before the
+	// cleaner comes (a chain's next turn follows within milliseconds).
+	// Commit records are sealed and read safely without the instance lock
+	// (fs_spares.go), and a commit id never comes back once replaced, so a
+	// record that is gone or names another commit needs no lock at all.
+	if id, exists, err := p.recordCommitID(c.key); err == nil && (!exists || id != c.id) {
+		return true, nil
+	}
 	if !final {
 		// An instance with queued messages is about to be fetched: do not
 		// make that fetch find its flock busy (its next commit replaces the
