@@ -38,6 +38,14 @@ type Config struct {
 	AllowTmpfs bool
 	// Keep keeps the data directories of finished runs.
 	Keep bool
+	// DeferCleanup removes finished runs' directories only when the whole
+	// harness run ends (still flushing after each run), so that no run
+	// starts right after thousands of files were freed: on ext4 without a
+	// journal every file creation scans past the inodes freed in the last
+	// minute, which bills the previous run's clean-up to the next run of a
+	// provider that creates files. A diagnostic; the default removes each
+	// run's directory at once.
+	DeferCleanup bool
 	// Quick selects tiny sizes: every section runs, nothing is meaningful.
 	Quick bool
 	// Runs is how many times each throughput and restart measurement is

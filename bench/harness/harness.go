@@ -97,6 +97,10 @@ func removeRunDir(cfg Config, dir string) error {
 	if cfg.Keep {
 		return nil
 	}
+	if cfg.DeferCleanup {
+		flushAll() // removed with the harness's root directory at the end
+		return nil
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
