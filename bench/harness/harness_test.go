@@ -131,3 +131,31 @@ func TestTailBuffer(t *testing.T) {
 		t.Errorf("tail = %q", got)
 	}
 }
+
+// TestRemoveRunDir: a finished run's directory goes at once by default,
+// stays with Keep, and stays until the harness's root is removed with
+// DeferCleanup.
+func TestRemoveRunDir(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		cfg      Config
+		wantKept bool
+	}{
+		{"default", Config{}, false},
+		{"keep", Config{Keep: true}, true},
+		{"defer cleanup", Config{DeferCleanup: true}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir() + "/run"
+			if err := os.MkdirAll(dir+"/instances", 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := removeRunDir(tt.cfg, dir); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(dir); (err == nil) != tt.wantKept {
+				t.Fatalf("after removeRunDir: stat = %v, want kept %v", err, tt.wantKept)
+			}
+		})
+	}
+}
