@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,5 +112,51 @@ func TestSameProcessEnqueueWakesLongPoll(t *testing.T) {
 		t.Logf("woken %v after the enqueue", time.Since(begin))
 	case <-time.After(5 * time.Second):
 		t.Fatal("fetch not woken by a same-process enqueue (PollInterval is an hour)")
+	}
+}
+
+// TestCloseClosesTheDatabase: when Close returns, every connection is
+// closed, even those that calls running concurrently were using, so the
+// database's -wal and -shm files are gone and its directory can be removed.
+func TestCloseClosesTheDatabase(t *testing.T) {
+	for round := range 5 {
+		dir := t.TempDir()
+		p, err := sqliteref.Open(filepath.Join(dir, "c.db"), sqliteref.Options{Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var calls atomic.Int64
+		for g := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					inst := fmt.Sprintf("r%d-g%d-%d", round, g, i)
+					if err := p.EnqueueForWorker(ctx, provider.ActivityExecute{Instance: inst, ExecutionID: 1, ID: 1, Name: "a"}); err != nil {
+						return // closed
+					}
+					if _, err := p.GetInstanceInfo(ctx, inst); err != nil && errors.Is(err, provider.ErrClosed) {
+						return
+					}
+					calls.Add(1)
+				}
+			})
+		}
+		for calls.Load() < 8 { // Close while calls are running
+			runtime.Gosched()
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		names, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if n.Name() != "c.db" {
+				t.Fatalf("round %d: %s still there after Close", round, n.Name())
+			}
+		}
+		wg.Wait()
 	}
 }

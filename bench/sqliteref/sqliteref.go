@@ -174,8 +174,21 @@ func (p *Provider) Close() error {
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.wst.close()
 	p.rst.close()
-	return errors.Join(p.wdb.Close(), p.rdb.Close())
+	err := errors.Join(p.wdb.Close(), p.rdb.Close())
+	// database/sql closes a connection that a call was still using when
+	// Close was called only once that call gives it back. Wait for them, so
+	// that when Close returns the database is closed: SQLite removes the
+	// -wal and -shm files with its last connection, and a caller removing
+	// the directory right after Close must not race it.
+	deadline := time.Now().Add(closeWait)
+	for p.wdb.Stats().OpenConnections+p.rdb.Stats().OpenConnections > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	return err
 }
+
+// closeWait bounds how long Close waits for connections still in use.
+const closeWait = 5 * time.Second
 
 // Path returns the absolute path of the database file.
 func (p *Provider) Path() string { return p.path }
