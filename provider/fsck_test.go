@@ -69,13 +69,7 @@ func TestFsckKinds(t *testing.T) {
 		{
 			name: "orphan claim",
 			damage: func(t *testing.T, p *FSProvider, dir string) {
-				ctx := context.Background()
-				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 7, Name: "A"}))
-				w, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, DefaultOnlyTags())
-				if err != nil || w == nil {
-					t.Fatalf("fetch work: %v", err)
-				}
-				name, _ := fsqueue.NameFromToken(strings.TrimPrefix(w.LockToken, workTokenPrefix))
+				name := fetchedWorkItem(t, p)
 				mustNoErr(t, os.Remove(filepath.Join(dir, "queues", "worker", name+".json")))
 			},
 			kind: FsckOrphanClaim, path: ".json", severity: SeverityWarning, repairable: true,
@@ -83,13 +77,7 @@ func TestFsckKinds(t *testing.T) {
 		{
 			name: "acked claim (a work ack not finished)",
 			damage: func(t *testing.T, p *FSProvider, dir string) {
-				ctx := context.Background()
-				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 7, Name: "A"}))
-				w, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, DefaultOnlyTags())
-				if err != nil || w == nil {
-					t.Fatalf("fetch work: %v", err)
-				}
-				name, _ := fsqueue.NameFromToken(strings.TrimPrefix(w.LockToken, workTokenPrefix))
+				name := fetchedWorkItem(t, p)
 				path := filepath.Join(dir, "queues", "worker", "claims", name+".json")
 				var c fsqueue.Claim
 				data, _ := os.ReadFile(path)
@@ -108,13 +96,7 @@ func TestFsckKinds(t *testing.T) {
 		{
 			name: "acked claim of another message (a recycled inode after a power loss)",
 			damage: func(t *testing.T, p *FSProvider, dir string) {
-				ctx := context.Background()
-				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 7, Name: "A"}))
-				w, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, DefaultOnlyTags())
-				if err != nil || w == nil {
-					t.Fatalf("fetch work: %v", err)
-				}
-				name, _ := fsqueue.NameFromToken(strings.TrimPrefix(w.LockToken, workTokenPrefix))
+				name := fetchedWorkItem(t, p)
 				path := filepath.Join(dir, "queues", "worker", "claims", name+".json")
 				c := fsqueue.Claim{Token: "01ARZ3NDEKTSV4RRFFQ69G5FAV.6f1c6b7e-6d51-4b4a-9d1c-6a2a9a3f6d11", State: claimStateAcked, Data: json.RawMessage(`{}`)}
 				data, _ := json.Marshal(c)
@@ -292,4 +274,18 @@ func TestFsckReadOnlyOpen(t *testing.T) {
 	if _, err := OpenReadOnly(t.TempDir(), Options{}); !errors.Is(err, ErrNotDurofsDir) {
 		t.Errorf("OpenReadOnly of an empty directory: %v", err)
 	}
+}
+
+// fetchedWorkItem enqueues one work item, fetches it (its claim is written)
+// and returns its message name.
+func fetchedWorkItem(t *testing.T, p *FSProvider) string {
+	t.Helper()
+	ctx := context.Background()
+	mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "i1", ExecutionID: 1, ID: 7, Name: "A"}))
+	w, err := p.FetchWorkItem(ctx, time.Hour, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work: %v", err)
+	}
+	name, _ := fsqueue.NameFromToken(strings.TrimPrefix(w.LockToken, workTokenPrefix))
+	return name
 }
