@@ -123,7 +123,8 @@ type FSProvider struct {
 	// names, or in a read-only provider.
 	spares *vfs.SparePool
 	// recycler lends the spare pool to the queues and the cleaner in
-	// barrier mode (fs_spares.go); nil otherwise.
+	// barrier mode and in ProcessCrashSafe mode (fs_spares.go); nil
+	// otherwise.
 	recycler *queueRecycler
 
 	// durableDirs are directories whose entries mkdirDurable made durable.
@@ -312,7 +313,7 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 func (p *FSProvider) openQueues() error {
 	var err error
 	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: p.barrier != nil}
-	if p.barrier != nil && p.spares.Enabled() {
+	if p.spares.Enabled() && (p.barrier != nil || p.durability == ProcessCrashSafe) {
 		p.recycler = &queueRecycler{pool: p.spares, barrier: p.barrier}
 		qopts.Recycler = p.recycler
 	}

@@ -819,9 +819,10 @@ func (p *FSProvider) mkdirApply(dir string) error {
 	return p.mkdirDurable(dir)
 }
 
-// removeCommit deletes a commit record (the last step of every apply).
+// removeCommit deletes a commit record (the last step of every apply; in
+// ProcessCrashSafe mode the record becomes a spare, fs_spares.go).
 func (p *FSProvider) removeCommit(name string) error {
-	if err := p.fs.Remove(p.commitPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := fsqueue.RemoveVia(p.fs, p.recyclerOrNil(), p.commitPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("remove commit record: %w", err)
 	}
 	failpoint.Hit("commit.after_record_remove")

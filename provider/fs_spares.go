@@ -178,9 +178,10 @@ func (p *FSProvider) readSealed(path string) ([]byte, error) {
 var errSwapped = errors.New("replaced while being read")
 
 // queueRecycler lends the queues this process's spare pool in barrier mode
-// (fsqueue.Recycler): claims are replaced through spares, staged messages
-// are written into spares, and removed messages and claims become spares
-// instead of being unlinked, so a chain turn allocates no inode for them.
+// and in ProcessCrashSafe mode (fsqueue.Recycler): claims are replaced
+// through spares, staged messages are written into spares, and removed
+// messages and claims become spares instead of being unlinked, so a chain
+// turn allocates no inode for them.
 //
 // The rule of fsqueue.Recycler.Hold - an inode moved out of a queue path
 // is not overwritten until the move is durable - is kept with the barrier:
@@ -189,7 +190,10 @@ var errSwapped = errors.New("replaced while being read")
 // the old queue path naming the inode with new content: a removed message
 // back as another message's bytes, or a claim path naming a commit record.
 // Barriers run for every commit, and the cleaner runs one when none did,
-// so a spare is held for milliseconds under load.
+// so a spare is held for milliseconds under load. In ProcessCrashSafe mode
+// (no barrier) nothing survives a power loss anyway, and a kill -9 leaves
+// every completed rename in place, so a held spare is reusable at once.
+// (Durable per-file mode does not recycle queue files.)
 //
 // The pool keeps at most maxIdleSpares files; beyond that removals unlink,
 // so a process that consumes more than it produces does not hoard inodes.
@@ -240,6 +244,10 @@ func (r *queueRecycler) Retire() string {
 // Hold implements fsqueue.Recycler: the move that made spare is complete,
 // so a barrier that starts after this epoch makes it durable.
 func (r *queueRecycler) Hold(spare string) {
+	if r.barrier == nil {
+		r.pool.Put(spare) // ProcessCrashSafe: see the type's comment
+		return
+	}
 	epoch := r.barrier.epoch()
 	r.mu.Lock()
 	r.held = append(r.held, heldSpare{spare, epoch})
@@ -248,6 +256,9 @@ func (r *queueRecycler) Hold(spare string) {
 
 // release hands the held spares that a barrier covers to the pool.
 func (r *queueRecycler) release() {
+	if r.barrier == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0

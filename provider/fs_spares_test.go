@@ -222,44 +222,59 @@ func TestQueueRecyclerHoldsUntilBarrier(t *testing.T) {
 	}
 }
 
-// TestQueueFilesRecycled: in barrier mode the steady state of work items
-// - enqueue, fetch, ack with a completion, cleanup - creates and unlinks no
-// queue files: claims and staged completions are written into spares, and
-// removed messages and claims become spares. Only the enqueue creates its
-// message (through a temporary file it unlinks again).
+// TestQueueFilesRecycled: in barrier mode and in ProcessCrashSafe mode the
+// steady state of work items - enqueue, fetch, ack with a completion,
+// cleanup - creates and unlinks no queue files: claims and staged
+// completions are written into spares, and removed messages and claims
+// become spares. Only the enqueue creates its message (through a temporary
+// file it unlinks again).
 func TestQueueFilesRecycled(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("inode recycling needs renameat2 (Linux)")
 	}
-	ctx := t.Context()
-	cfs := vfs.Counting(vfs.OS{})
-	p := openT(t, t.TempDir(), Options{FS: cfs, SweepInterval: -1, CommitSync: CommitBarrier})
-	if !p.spares.Enabled() {
-		t.Skip("file system cannot exchange names")
-	}
-	const warmup, items = 3, 20
-	var base vfs.FileCounts
-	for i := range items {
-		if i == warmup {
-			base = cfs.Files()
-		}
-		mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "wf", ExecutionID: 1, ID: uint64(i + 1), Name: "a"}))
-		it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, TagFilter{})
-		if err != nil || it == nil {
-			t.Fatal(it, err)
-		}
-		mustNoErr(t, p.AckWorkItem(ctx, it.LockToken, ActivityCompleted{Instance: "wf", ExecutionID: 1, ID: uint64(i + 1), Result: "r"}))
-		p.cleanOnce(true)
-	}
-	got := cfs.Files()
-	n := int64(items - warmup)
-	if creates, unlinks := got.Creates-base.Creates, got.Unlinks-base.Unlinks; creates > n || unlinks > n {
-		t.Fatalf("%d items created %d files and unlinked %d names; want at most one each per item (the enqueue's)", n, creates, unlinks)
-	}
-	claims, err := p.workQ.Claims()
-	mustNoErr(t, err)
-	if len(claims) != 0 {
-		t.Fatalf("claims left after the cleanups: %v", claims)
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"barrier", Options{CommitSync: CommitBarrier}},
+		{"process-crash-safe", Options{Durability: ProcessCrashSafe}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			cfs := vfs.Counting(vfs.OS{})
+			opts := tc.opts
+			opts.FS, opts.SweepInterval = cfs, -1
+			p := openT(t, t.TempDir(), opts)
+			if !p.spares.Enabled() {
+				t.Skip("file system cannot exchange names")
+			}
+			const warmup, items = 3, 20
+			var base vfs.FileCounts
+			for i := range items {
+				if i == warmup {
+					base = cfs.Files()
+				}
+				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "wf", ExecutionID: 1, ID: uint64(i + 1), Name: "a"}))
+				it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, TagFilter{})
+				if err != nil || it == nil {
+					t.Fatal(it, err)
+				}
+				mustNoErr(t, p.AckWorkItem(ctx, it.LockToken, ActivityCompleted{Instance: "wf", ExecutionID: 1, ID: uint64(i + 1), Result: "r"}))
+				if p.barrier != nil {
+					p.cleanOnce(true)
+				}
+			}
+			got := cfs.Files()
+			n := int64(items - warmup)
+			if creates, unlinks := got.Creates-base.Creates, got.Unlinks-base.Unlinks; creates > n || unlinks > n {
+				t.Fatalf("%d items created %d files and unlinked %d names; want at most one each per item (the enqueue's)", n, creates, unlinks)
+			}
+			claims, err := p.workQ.Claims()
+			mustNoErr(t, err)
+			if len(claims) != 0 {
+				t.Fatalf("claims left after the cleanups: %v", claims)
+			}
+		})
 	}
 }
 
