@@ -91,3 +91,50 @@ func ExampleQueue() {
 	// claimed order-2 attempt 1
 	// claimed order-2 attempt 2 by worker-2
 }
+
+// A consumer that owns its messages (it locks them its own way, as the
+// durofs provider does per instance) finds due work with ListVisible: the
+// queue keeps messages that are not due yet out of the walk, so a fetch
+// does not slow down with the number of timers scheduled far ahead.
+func ExampleQueue_ListVisible() {
+	dir, err := os.MkdirTemp("", "fsqueue-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	clk := clock.NewManual(time.UnixMilli(1_000_000))
+	q, err := fsqueue.Open(vfs.OS{}, dir, fsqueue.Options{Clock: clk})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	now := clock.Ms(clk.Now())
+	for i, delay := range []time.Duration{24 * time.Hour, time.Hour, 0, time.Minute} {
+		if _, err := q.Enqueue(fsqueue.Message{
+			VisibleAtMs: now + delay.Milliseconds(),
+			Attrs:       map[string]string{"timer": fmt.Sprint(i)},
+			Payload:     json.RawMessage(`{}`),
+		}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	for _, at := range []time.Duration{0, time.Minute, 2 * time.Hour} {
+		due, err := q.ListVisible(now + at.Milliseconds())
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		var timers []string
+		for _, e := range due {
+			timers = append(timers, e.Attrs["timer"])
+		}
+		fmt.Printf("after %v: %v\n", at, timers)
+	}
+	// Output:
+	// after 0s: [2]
+	// after 1m0s: [2 3]
+	// after 2h0m0s: [1 2 3]
+}
