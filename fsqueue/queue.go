@@ -932,23 +932,11 @@ func (q *Queue) applyEvents(events []vfs.DirEvent) error {
 	return nil
 }
 
-// ownSorted makes sorted safe to modify (copy-on-write after List).
-func (q *Queue) ownSorted() {
-	c := &q.list
-	if c.shared {
-		c.sorted = slices.Clone(c.sorted)
-		c.shared = false
-	}
-}
-
 func (q *Queue) insertSorted(e Entry) {
 	c := &q.list
-	i, found := slices.BinarySearchFunc(c.sorted, e.Name, entryName)
-	if found {
+	if !insertByName(&c.sorted, &c.shared, e) {
 		return
 	}
-	q.ownSorted()
-	c.sorted = slices.Insert(c.sorted, i, e)
 	if c.visOn {
 		q.addVisibleLocked(e)
 	}
@@ -962,11 +950,7 @@ func (q *Queue) removeEntry(name string) {
 		return
 	}
 	q.unindexLocked(name)
-	i, found := slices.BinarySearchFunc(c.sorted, name, entryName)
-	if found {
-		q.ownSorted()
-		c.sorted = slices.Delete(c.sorted, i, i+1)
-	}
+	removeByName(&c.sorted, &c.shared, name)
 	if c.visOn {
 		q.removeVisibleLocked(e)
 	}

@@ -129,30 +129,40 @@ func (q *Queue) removeVisibleLocked(e Entry) {
 		}
 		return
 	}
-	i, found := slices.BinarySearchFunc(c.visible, e.Name, entryName)
-	if found {
-		q.ownVisible()
-		c.visible = slices.Delete(c.visible, i, i+1)
-	}
+	removeByName(&c.visible, &c.visShared, e.Name)
 }
 
 func (q *Queue) insertVisible(e Entry) {
-	c := &q.list
-	i, found := slices.BinarySearchFunc(c.visible, e.Name, entryName)
-	if found {
-		return
-	}
-	q.ownVisible()
-	c.visible = slices.Insert(c.visible, i, e)
+	insertByName(&q.list.visible, &q.list.visShared, e)
 }
 
-// ownVisible makes visible safe to modify (copy-on-write after
-// ListVisible).
-func (q *Queue) ownVisible() {
-	c := &q.list
-	if c.visShared {
-		c.visible = slices.Clone(c.visible)
-		c.visShared = false
+// insertByName inserts e into the name-ordered slice *s, copying it first
+// if *shared (copy-on-write: a slice handed out is never modified). It
+// reports false if the name was already there.
+func insertByName(s *[]Entry, shared *bool, e Entry) bool {
+	i, found := slices.BinarySearchFunc(*s, e.Name, entryName)
+	if found {
+		return false
+	}
+	own(s, shared)
+	*s = slices.Insert(*s, i, e)
+	return true
+}
+
+// removeByName removes name from the name-ordered slice *s (copy-on-write
+// as insertByName).
+func removeByName(s *[]Entry, shared *bool, name string) {
+	if i, found := slices.BinarySearchFunc(*s, name, entryName); found {
+		own(s, shared)
+		*s = slices.Delete(*s, i, i+1)
+	}
+}
+
+// own makes *s safe to modify: a copy if it was handed out.
+func own(s *[]Entry, shared *bool) {
+	if *shared {
+		*s = slices.Clone(*s)
+		*shared = false
 	}
 }
 
