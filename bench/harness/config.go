@@ -30,7 +30,7 @@ const (
 // full run (see Defaults); Quick selects tiny sizes.
 type Config struct {
 	// Dir is where benchmark data is created (one subdirectory per run,
-	// removed afterwards unless Keep). It must be on a real disk: Run
+	// all removed at the end unless Keep). It must be on a real disk: Run
 	// refuses tmpfs and ramfs unless AllowTmpfs.
 	Dir string
 	// AllowTmpfs lets Dir be on tmpfs/ramfs (the package's own test does,
@@ -38,14 +38,17 @@ type Config struct {
 	AllowTmpfs bool
 	// Keep keeps the data directories of finished runs.
 	Keep bool
-	// DeferCleanup removes finished runs' directories only when the whole
-	// harness run ends (still flushing after each run), so that no run
-	// starts right after thousands of files were freed: on ext4 without a
-	// journal every file creation scans past the inodes freed in the last
-	// minute, which bills the previous run's clean-up to the next run of a
-	// provider that creates files. A diagnostic; the default removes each
-	// run's directory at once.
-	DeferCleanup bool
+	// EagerCleanup removes each finished run's directory right after the
+	// run. By default finished runs' directories stay (flushed to disk)
+	// until the whole harness run ends, so that runs are independent: on
+	// ext4 without a journal (this machine) a freed inode counts as
+	// "recently deleted" for dirty_expire_centisecs/100 + 5 s (35 s by
+	// default), and every inode creation in its block group scans past all
+	// such inodes, so removing the ~2,400 files of a durofs run at once
+	// bills that clean-up to the next few runs of any provider that creates
+	// files. BENCHMARKS.md (session of 2026-11-25, day) shows that waiting
+	// 36 s after each eager removal gives the same figures as the default.
+	EagerCleanup bool
 	// Quick selects tiny sizes: every section runs, nothing is meaningful.
 	Quick bool
 	// Runs is how many times each throughput and restart measurement is

@@ -91,14 +91,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// removeRunDir removes a finished run's directory (unless cfg.Keep) and
-// flushes the file systems, so the next measurement starts quiet.
+// removeRunDir flushes the file systems after a finished run, so the next
+// measurement starts quiet, and with cfg.EagerCleanup (and not cfg.Keep)
+// first removes the run's directory. Otherwise the directory goes with the
+// harness's root directory at the end (see Config.EagerCleanup).
 func removeRunDir(cfg Config, dir string) error {
-	if cfg.Keep {
-		return nil
-	}
-	if cfg.DeferCleanup {
-		flushAll() // removed with the harness's root directory at the end
+	if cfg.Keep || !cfg.EagerCleanup {
+		flushAll()
 		return nil
 	}
 	if err := os.RemoveAll(dir); err != nil {

@@ -132,18 +132,19 @@ func TestTailBuffer(t *testing.T) {
 	}
 }
 
-// TestRemoveRunDir: a finished run's directory goes at once by default,
-// stays with Keep, and stays until the harness's root is removed with
-// DeferCleanup.
+// TestRemoveRunDir: a finished run's directory stays until the harness's
+// root is removed by default and with Keep, and goes at once with
+// EagerCleanup.
 func TestRemoveRunDir(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		cfg      Config
 		wantKept bool
 	}{
-		{"default", Config{}, false},
+		{"default", Config{}, true},
 		{"keep", Config{Keep: true}, true},
-		{"defer cleanup", Config{DeferCleanup: true}, true},
+		{"eager cleanup", Config{EagerCleanup: true}, false},
+		{"keep wins over eager cleanup", Config{Keep: true, EagerCleanup: true}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir() + "/run"

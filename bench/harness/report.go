@@ -118,6 +118,14 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		sizes = "**quick (tiny sizes: the figures mean nothing)**"
 	}
 	row(&b, "sizes", fmt.Sprintf("%s; %d run(s) per throughput and restart figure, median reported", sizes, r.Config.Runs))
+	cleanup := "each run in a fresh directory, flushed after the run; all removed at the end, so no run pays for another's clean-up"
+	if r.Config.EagerCleanup {
+		cleanup = "each run in a fresh directory, **removed right after the run** (-eager-cleanup: the next runs pay for freeing its inodes)"
+	}
+	if r.Config.Keep {
+		cleanup = "each run in a fresh directory, flushed after the run and kept (-keep)"
+	}
+	row(&b, "runs", cleanup)
 	row(&b, "elapsed", r.Elapsed.Round(time.Second).String())
 	b.WriteString("\n")
 

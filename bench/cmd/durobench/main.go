@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	out := fs.String("out", "", "also write the markdown report to this file")
 	dir := fs.String("dir", defDir, "benchmark data directory (on a disk, not tmpfs; default $DUROBENCH_DIR or .data)")
 	keep := fs.Bool("keep", false, "keep the benchmark data")
-	deferCleanup := fs.Bool("defer-cleanup", false, "remove finished runs' data only at the end (flushing after each run): no run starts right after the previous one's files were freed")
+	eagerCleanup := fs.Bool("eager-cleanup", false, "remove each finished run's data right after it (default: at the end, so that no run starts right after the previous one's files were freed)")
 	allowTmpfs := fs.Bool("allow-tmpfs", false, "allow a data directory on tmpfs/ramfs")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	dispatchers := fs.Int("dispatchers", 0, "orchestration dispatchers per throughput/restart process (default 2)")
@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	cfg := harness.Config{
-		Dir: *dir, Quick: *quick, Runs: *runs, Keep: *keep, DeferCleanup: *deferCleanup, AllowTmpfs: *allowTmpfs,
+		Dir: *dir, Quick: *quick, Runs: *runs, Keep: *keep, EagerCleanup: *eagerCleanup, AllowTmpfs: *allowTmpfs,
 		Providers: split(*providers),
 		Command:   "durobench " + strings.Join(args, " "),
 		Log:       stderr,
