@@ -49,6 +49,11 @@ type Config struct {
 	// files. BENCHMARKS.md (session of 2026-11-25, day) shows that waiting
 	// 36 s after each eager removal gives the same figures as the default.
 	EagerCleanup bool
+	// Settle, with EagerCleanup, waits this long after each removal (and
+	// its flush) before the next run: waiting out the "recently deleted"
+	// window (36 s here) makes the eager figures match the default ones,
+	// which shows what the eager removal costs the next runs.
+	Settle time.Duration
 	// Quick selects tiny sizes: every section runs, nothing is meaningful.
 	Quick bool
 	// Runs is how many times each throughput and restart measurement is

@@ -93,8 +93,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // removeRunDir flushes the file systems after a finished run, so the next
 // measurement starts quiet, and with cfg.EagerCleanup (and not cfg.Keep)
-// first removes the run's directory. Otherwise the directory goes with the
-// harness's root directory at the end (see Config.EagerCleanup).
+// first removes the run's directory and then waits cfg.Settle. Otherwise the
+// directory goes with the harness's root directory at the end (see
+// Config.EagerCleanup).
 func removeRunDir(cfg Config, dir string) error {
 	if cfg.Keep || !cfg.EagerCleanup {
 		flushAll()
@@ -104,5 +105,6 @@ func removeRunDir(cfg Config, dir string) error {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	flushAll()
+	time.Sleep(cfg.Settle)
 	return nil
 }

@@ -145,6 +145,7 @@ func TestRemoveRunDir(t *testing.T) {
 		{"keep", Config{Keep: true}, true},
 		{"eager cleanup", Config{EagerCleanup: true}, false},
 		{"keep wins over eager cleanup", Config{Keep: true, EagerCleanup: true}, true},
+		{"eager cleanup, settled", Config{EagerCleanup: true, Settle: time.Millisecond}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir() + "/run"

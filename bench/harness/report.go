@@ -121,6 +121,9 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 	cleanup := "each run in a fresh directory, flushed after the run; all removed at the end, so no run pays for another's clean-up"
 	if r.Config.EagerCleanup {
 		cleanup = "each run in a fresh directory, **removed right after the run** (-eager-cleanup: the next runs pay for freeing its inodes)"
+		if r.Config.Settle > 0 {
+			cleanup = fmt.Sprintf("each run in a fresh directory, removed right after the run, then %v of waiting (-eager-cleanup -settle)", r.Config.Settle)
+		}
 	}
 	if r.Config.Keep {
 		cleanup = "each run in a fresh directory, flushed after the run and kept (-keep)"

@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	dir := fs.String("dir", defDir, "benchmark data directory (on a disk, not tmpfs; default $DUROBENCH_DIR or .data)")
 	keep := fs.Bool("keep", false, "keep the benchmark data")
 	eagerCleanup := fs.Bool("eager-cleanup", false, "remove each finished run's data right after it (default: at the end, so that no run starts right after the previous one's files were freed)")
+	settle := fs.Duration("settle", 0, "with -eager-cleanup, wait this long after each removal (36s waits out ext4's recently-deleted window)")
 	allowTmpfs := fs.Bool("allow-tmpfs", false, "allow a data directory on tmpfs/ramfs")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	dispatchers := fs.Int("dispatchers", 0, "orchestration dispatchers per throughput/restart process (default 2)")
@@ -70,8 +71,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "durobench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if *settle != 0 && (!*eagerCleanup || *settle < 0) {
+		fmt.Fprintln(stderr, "durobench: -settle needs -eager-cleanup and a positive duration")
+		return 2
+	}
 	cfg := harness.Config{
-		Dir: *dir, Quick: *quick, Runs: *runs, Keep: *keep, EagerCleanup: *eagerCleanup, AllowTmpfs: *allowTmpfs,
+		Dir: *dir, Quick: *quick, Runs: *runs, Keep: *keep, EagerCleanup: *eagerCleanup, Settle: *settle, AllowTmpfs: *allowTmpfs,
 		Providers: split(*providers),
 		Command:   "durobench " + strings.Join(args, " "),
 		Log:       stderr,

@@ -18,6 +18,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"extra"}, 2, "unexpected argument"},
 		{[]string{"-procs", "x"}, 2, "-procs"},
 		{[]string{"-only", "nope", "-dir", "unused"}, 1, "unknown section"},
+		{[]string{"-settle", "36s"}, 2, "-settle needs -eager-cleanup"},
+		{[]string{"-eager-cleanup", "-settle", "-1s"}, 2, "-settle needs -eager-cleanup"},
 		{[]string{"child"}, 2, "missing role"},
 		{[]string{"child", "nope"}, 1, "unknown role"},
 	} {
