@@ -37,6 +37,7 @@ races:
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz '^FuzzUnmarshalEvent$$' -fuzztime 200000x ./provider/
 	$(GO) test -run XXX -fuzz '^FuzzUnmarshalWorkItem$$' -fuzztime 100000x ./provider/
+	$(GO) test -run XXX -fuzz '^FuzzParseObject$$' -fuzztime 150000x ./provider/
 	$(GO) test -run XXX -fuzz '^FuzzRead$$' -fuzztime 30000x ./history/
 	$(GO) test -run XXX -fuzz '^FuzzDecodeLine$$' -fuzztime 200000x ./history/
 	$(GO) test -run XXX -fuzz '^FuzzEncode$$' -fuzztime 400000x ./internal/names/

@@ -500,7 +500,9 @@ func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, histo
 	events = make([]Event, 0, len(scan.Records))
 	for _, r := range scan.Records {
 		var ev Event
-		if err := json.Unmarshal(r.Payload, &ev); err != nil {
+		// Not json.Unmarshal, which would check the payload's syntax once
+		// more before UnmarshalJSON checks it.
+		if err := ev.UnmarshalJSON(r.Payload); err != nil {
 			msg := fmt.Sprintf("Failed to deserialize history: event %d: %v", r.ID, err)
 			return nil, &msg, nil
 		}

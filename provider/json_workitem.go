@@ -1,11 +1,9 @@
 package provider
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"unicode/utf8"
@@ -478,49 +476,6 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// jsonObject is a decoded JSON object: each member's raw value by key.
-type jsonObject map[string]json.RawMessage
-
-// parseObject decodes one JSON object into its members. data must be valid
-// JSON (callers check json.Valid at the top level). Duplicate keys and
-// trailing values are errors.
-func parseObject(data []byte) (jsonObject, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("expected a JSON object: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("expected a JSON object")
-	}
-	obj := jsonObject{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("reading object key: %w", err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("expected an object key")
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("reading field %q: %w", key, err)
-		}
-		if _, dup := obj[key]; dup {
-			return nil, fmt.Errorf("duplicate field %q", key)
-		}
-		obj[key] = raw
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, fmt.Errorf("reading end of object: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after JSON object")
-	}
-	return obj, nil
-}
-
 // parseExternallyTagged splits {"Tag":value} into the tag and the value. The
 // object must have exactly one member.
 func parseExternallyTagged(data []byte) (string, json.RawMessage, error) {
@@ -557,6 +512,9 @@ func decodeJSONString(raw []byte) (string, error) {
 	raw = trimJSONSpace(raw)
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", errors.New("expected a string")
+	}
+	if s, ok := plainJSONString(raw); ok {
+		return s, nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
