@@ -653,16 +653,40 @@ func (p *FSProvider) DeleteInstanceBulk(ctx context.Context, filter InstanceFilt
 	cands := p.filterInstances(all, filter, func(f *instanceFile) bool {
 		return f.Record.ParentInstanceID == nil && (f.Status == "Completed" || f.Status == "Failed" || f.Status == "ContinuedAsNew")
 	})
+	// Trees go in batches of about bulkDeleteBatch instances, each one
+	// atomic deletion: one scan for its orphan check and one commit (the
+	// syncs of intents and group record) per batch rather than per tree, so
+	// purging n instances out of N costs O(n/batch × N), not O(n × N).
 	idx := childrenIndex(all)
-	for _, id := range cands {
-		r, err := p.DeleteInstancesAtomic(ctx, treeOf(idx, id).AllIDs, true)
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		r, err := p.DeleteInstancesAtomic(ctx, batch, true)
+		batch = batch[:0]
 		if err != nil {
-			return res, err
+			return err
 		}
 		res = res.Add(r)
+		return nil
 	}
-	return res, nil
+	for _, id := range cands {
+		tree := treeOf(idx, id).AllIDs
+		if len(batch) > 0 && len(batch)+len(tree) > bulkDeleteBatch {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+		batch = append(batch, tree...)
+	}
+	return res, flush()
 }
+
+// bulkDeleteBatch is how many instances DeleteInstanceBulk deletes in one
+// atomic group (a larger tree is one group of its own). Each member's flock
+// stays open until its group is applied.
+const bulkDeleteBatch = 64
 
 // filterInstances applies an InstanceFilter (ids, completed_before, then limit).
 func (p *FSProvider) filterInstances(all []scannedInstance, filter InstanceFilter, keep func(*instanceFile) bool) []string {

@@ -1,0 +1,56 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+// scanCountFS counts listings of one directory.
+type scanCountFS struct {
+	vfs.FS
+	dir   string
+	scans atomic.Int64
+}
+
+func (s *scanCountFS) ReadDirNames(name string) ([]string, error) {
+	if name == s.dir {
+		s.scans.Add(1)
+	}
+	return s.FS.ReadDirNames(name)
+}
+
+// TestDeleteInstanceBulkBatches: a bulk deletion scans the instances once
+// to choose, then once per batch of bulkDeleteBatch instances (each batch's
+// orphan check), not once per tree; and deletes every candidate.
+func TestDeleteInstanceBulkBatches(t *testing.T) {
+	for _, n := range []int{1, bulkDeleteBatch, bulkDeleteBatch + 1, 2*bulkDeleteBatch + 10} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			dir := t.TempDir()
+			sfs := &scanCountFS{FS: vfs.NoFollow(dir, vfs.Perm{}), dir: filepath.Join(dir, "instances")}
+			p := openT(t, dir, Options{FS: sfs, Durability: ProcessCrashSafe, SweepInterval: -1})
+			for i := range n {
+				completeForFsck(t, p, fmt.Sprintf("bulk-%03d", i))
+			}
+			sfs.scans.Store(0)
+			res, err := p.DeleteInstanceBulk(context.Background(), InstanceFilter{})
+			mustNoErr(t, err)
+			if res.InstancesDeleted != uint64(n) {
+				t.Errorf("deleted %d instances, want %d", res.InstancesDeleted, n)
+			}
+			batches := (n + bulkDeleteBatch - 1) / bulkDeleteBatch
+			if got, want := sfs.scans.Load(), int64(1+batches); got != want {
+				t.Errorf("instances listed %d times, want %d (1 + %d batches)", got, want, batches)
+			}
+			left, err := p.ListInstances(context.Background())
+			mustNoErr(t, err)
+			if len(left) != 0 {
+				t.Errorf("%d instances left: %v", len(left), left)
+			}
+		})
+	}
+}
