@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,56 +17,36 @@ import (
 	"github.com/durofs/durofs/internal/vfs"
 )
 
-// testRecycler keeps spares in one directory. Held spares come back only
-// at barrier(), the test's stand-in for "the move is durable"; with full
-// set, Retire refuses (removals unlink).
+// testRecycler is a vfs.SparePool (as the provider's recycler is) plus the
+// Hold rule: held spares come back only at barrier(), the test's stand-in
+// for "the move is durable". With full set, Retire refuses (removals
+// unlink).
 type testRecycler struct {
-	dir string
+	pool *vfs.SparePool
 
-	mu                sync.Mutex
-	n                 int
-	free, empty, held []string
-	full              bool
+	mu   sync.Mutex
+	held []string
+	full bool
 }
 
-func (r *testRecycler) Get() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if n := len(r.free); n > 0 {
-		s := r.free[n-1]
-		r.free = r.free[:n-1]
-		return s
-	}
-	return r.nameLocked()
-}
-
-func (r *testRecycler) nameLocked() string {
-	if n := len(r.empty); n > 0 {
-		s := r.empty[n-1]
-		r.empty = r.empty[:n-1]
-		return s
-	}
-	r.n++
-	return filepath.Join(r.dir, "spare-"+strconv.Itoa(r.n))
-}
+func (r *testRecycler) Get() string { return r.pool.Get() }
 
 func (r *testRecycler) Put(s string, hasFile bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if hasFile {
-		r.free = append(r.free, s)
+		r.pool.Put(s)
 	} else {
-		r.empty = append(r.empty, s)
+		r.pool.PutEmpty(s)
 	}
 }
 
 func (r *testRecycler) Retire() string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.full {
+	full := r.full
+	r.mu.Unlock()
+	if full {
 		return ""
 	}
-	return r.nameLocked()
+	return r.pool.Reserve()
 }
 
 func (r *testRecycler) Hold(s string) {
@@ -79,7 +58,9 @@ func (r *testRecycler) Hold(s string) {
 func (r *testRecycler) barrier() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.free = append(r.free, r.held...)
+	for _, h := range r.held {
+		r.pool.Put(h)
+	}
 	r.held = nil
 }
 
@@ -124,10 +105,15 @@ func TestRecycler(t *testing.T) {
 	}
 	ctx := context.Background()
 	base := t.TempDir()
-	r := &testRecycler{dir: filepath.Join(base, "spares")}
-	if err := os.Mkdir(r.dir, 0o700); err != nil {
+	spares := filepath.Join(base, "spares")
+	if err := os.Mkdir(spares, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	pool, err := vfs.NewSparePool(vfs.OS{}, spares)
+	if err != nil || !pool.Enabled() {
+		t.Skipf("no name exchange in %s: %v", spares, err)
+	}
+	r := &testRecycler{pool: pool}
 	dir := filepath.Join(base, "q")
 	q, err := fsqueue.Open(vfs.OS{}, dir, fsqueue.Options{VolatileClaims: true, Recycler: r})
 	if err != nil {
@@ -186,7 +172,9 @@ func TestRecycler(t *testing.T) {
 	}
 
 	// A recycler with spares enough: removals unlink.
+	r.mu.Lock()
 	r.full = true
+	r.mu.Unlock()
 	r.barrier()
 	if err := q.Delete(m3); err != nil {
 		t.Fatal(err)

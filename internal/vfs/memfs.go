@@ -661,6 +661,34 @@ func (m *MemFS) stat(op, name string) (fs.FileInfo, error) {
 	return n.info(filepath.Base(name)), nil
 }
 
+// memEntry names a directory entry: its path's parts, its parent directory
+// and its last component.
+type memEntry struct {
+	parts []string
+	dir   *memNode
+	base  string
+}
+
+// entryPair resolves the parents of the two paths of a rename or exchange.
+// Neither may be the root (EBUSY); both parents must exist. The caller
+// holds m.mu.
+func (m *MemFS) entryPair(a, b string) (ea, eb memEntry, err error) {
+	if ea.parts, err = memParts(a); err != nil {
+		return
+	}
+	if eb.parts, err = memParts(b); err != nil {
+		return
+	}
+	if len(ea.parts) == 0 || len(eb.parts) == 0 {
+		return ea, eb, syscall.EBUSY
+	}
+	if ea.dir, ea.base, err = m.lookupParent(ea.parts); err != nil {
+		return
+	}
+	eb.dir, eb.base, err = m.lookupParent(eb.parts)
+	return
+}
+
 // Rename implements FS. It atomically moves the entry oldpath to newpath,
 // replacing a file at newpath. Like os.Rename, it fails with fs.ErrExist if
 // newpath is an existing directory (unless it is oldpath itself), and with
@@ -673,28 +701,15 @@ func (m *MemFS) Rename(oldpath, newpath string) error {
 	if err := m.faultErr("rename"); err != nil {
 		return lerr(err)
 	}
-	op, err := memParts(oldpath)
+	o, nw, err := m.entryPair(oldpath, newpath)
 	if err != nil {
 		return lerr(err)
 	}
-	np, err := memParts(newpath)
-	if err != nil {
-		return lerr(err)
-	}
-	if len(op) == 0 || len(np) == 0 {
-		return lerr(syscall.EBUSY)
-	}
-	od, obase, err := m.lookupParent(op)
-	if err != nil {
-		return lerr(err)
-	}
+	op, od, obase := o.parts, o.dir, o.base
+	np, nd, nbase := nw.parts, nw.dir, nw.base
 	n := od.children[obase]
 	if n == nil {
 		return lerr(fs.ErrNotExist)
-	}
-	nd, nbase, err := m.lookupParent(np)
-	if err != nil {
-		return lerr(err)
 	}
 	if old := nd.children[nbase]; old != nil {
 		if old == n {
@@ -730,25 +745,11 @@ func (m *MemFS) Exchange(a, b string) error {
 	if err := m.faultErr("exchange"); err != nil {
 		return lerr(err)
 	}
-	ap, err := memParts(a)
+	ea, eb, err := m.entryPair(a, b)
 	if err != nil {
 		return lerr(err)
 	}
-	bp, err := memParts(b)
-	if err != nil {
-		return lerr(err)
-	}
-	if len(ap) == 0 || len(bp) == 0 {
-		return lerr(syscall.EBUSY)
-	}
-	ad, abase, err := m.lookupParent(ap)
-	if err != nil {
-		return lerr(err)
-	}
-	bd, bbase, err := m.lookupParent(bp)
-	if err != nil {
-		return lerr(err)
-	}
+	ad, abase, bd, bbase := ea.dir, ea.base, eb.dir, eb.base
 	an, bn := ad.children[abase], bd.children[bbase]
 	if an == nil || bn == nil {
 		return lerr(fs.ErrNotExist)
