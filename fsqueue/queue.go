@@ -140,6 +140,17 @@ type Queue struct {
 }
 
 // listCache is the in-memory index of message headers.
+//
+// An index error invalidates the index; the next call relists. An error
+// while bringing the index up to date (listing the directory, reading a
+// header during a listing or for a watch event) may leave it incomplete: a
+// listing stopped half way (index holding entries sorted lacks), the rest
+// of a drained batch of watch events lost. So refreshLocked clears valid
+// and sorted on every error (invalidateLocked), and the next call re-reads
+// the directory, brings index and byAttr in line with it and rebuilds
+// sorted and the visibility index; only headers already read are kept
+// (message files are immutable). The index is never left valid but
+// incomplete.
 type listCache struct {
 	mu       sync.Mutex
 	valid    bool
@@ -697,9 +708,15 @@ func (q *Queue) ListAttr(value string) ([]Entry, error) {
 // applies the changes reported since the last call (cost proportional to
 // the changes; one read(2) when nothing changed) and re-lists only after an
 // overflow. Without one it re-lists when the directory's mtime says it may
-// have changed. The caller holds q.list.mu.
-func (q *Queue) refreshLocked() error {
+// have changed. An error invalidates the index (see listCache). The caller
+// holds q.list.mu.
+func (q *Queue) refreshLocked() (err error) {
 	c := &q.list
+	defer func() {
+		if err != nil {
+			q.invalidateLocked()
+		}
+	}()
 	if c.index == nil {
 		c.index = map[string]Entry{}
 		c.bad = map[string]struct{}{}
@@ -747,6 +764,16 @@ func (q *Queue) refreshLocked() error {
 	return q.relistLocked(t0, mtime)
 }
 
+// invalidateLocked makes the next refresh a full relist that rebuilds
+// sorted and the visibility index from index, after an error left them
+// incomplete or out of step with index (a relist that stopped half way has
+// indexed files that sorted lacks).
+func (q *Queue) invalidateLocked() {
+	c := &q.list
+	c.valid = false
+	c.sorted, c.shared = nil, false
+}
+
 // relistLocked re-reads the directory, reading only files not yet indexed.
 func (q *Queue) relistLocked(t0, mtime time.Time) error {
 	c := &q.list
@@ -755,6 +782,7 @@ func (q *Queue) relistLocked(t0, mtime time.Time) error {
 		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
 	seen := make(map[string]struct{}, len(files))
+	// sorted is nil at the first listing and after invalidateLocked.
 	changed := c.sorted == nil
 	var todo []string // message files not indexed yet
 	for _, f := range files {

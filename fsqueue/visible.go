@@ -21,7 +21,8 @@ import (
 // call passes a later time: a fetch costs O(log n) per message that became
 // due since the previous one, not O(delayed messages). Every change to the
 // index (relistLocked, insertSorted, removeEntry) keeps the two parts in
-// step with it; all of it runs under q.list.mu.
+// step with it; after an index error the next relist rebuilds them (see
+// listCache). All of it runs under q.list.mu.
 
 // ListVisible returns the messages whose header visibility time is at most
 // nowMs (ms since the epoch), sorted by name (FIFO), without scanning the
