@@ -423,6 +423,15 @@ func (q *Queue) readClaim(name string) (Claim, bool, error) {
 	return c, true, nil
 }
 
+// PeekClaim reads a message's claim without its lock (a snapshot that may be
+// stale by the time it returns); exists is false if it has none.
+func (q *Queue) PeekClaim(name string) (c Claim, exists bool, err error) {
+	if err := checkName(name); err != nil {
+		return Claim{}, false, err
+	}
+	return q.readClaim(name)
+}
+
 // writeClaim replaces claims/<name>.json, durably unless the queue has
 // VolatileClaims. Callers hold the shard lock.
 func (q *Queue) writeClaim(name string, c Claim) error {

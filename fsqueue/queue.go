@@ -471,6 +471,41 @@ func (q *Queue) Publish(name string) (published bool, err error) {
 	return true, nil
 }
 
+// Restore writes <name>.json with data - the exact content a staged copy
+// had - and removes any staged copy, without any sync: the replay of a
+// publish from a write-ahead log, after a power loss or a sync failure, when
+// a staged file cannot be trusted to be on disk. It must not run while other
+// processes use the queue (a replay that may recreate a message a later
+// commit consumed relies on that commit being replayed after it).
+func (q *Queue) Restore(name string, data []byte) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := vfs.WriteFileNoDirSync(vfs.NoSync(q.fsys), q.msgPath(name), data); err != nil {
+		return fmt.Errorf("fsqueue: restore %s: %w", name, err)
+	}
+	if err := q.fsys.Remove(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("fsqueue: restore %s: %w", name, err)
+	}
+	return nil
+}
+
+// Encode validates m and returns the bytes its file holds (filling
+// EnqueuedAtMs), for callers that log a message before staging it.
+func (q *Queue) Encode(m *Message) ([]byte, error) { return q.encode(m) }
+
+// StageData writes data, the encoding of message name from [Queue.Encode],
+// as its staged file, unsynced (see [Queue.StageDeferred]).
+func (q *Queue) StageData(name string, data []byte) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := q.writeStaged(q.stagedPath(name), data, false, false); err != nil {
+		return fmt.Errorf("fsqueue: stage %s: %w", name, err)
+	}
+	return nil
+}
+
 // StagedFile is a staged message found by [Queue.Staged].
 type StagedFile struct {
 	Name    string

@@ -198,6 +198,67 @@ func (l *Log) AppendAt(base int, recs []Record) (appended int, err error) {
 	return len(missing), nil
 }
 
+// RewriteAt writes recs as records base, base+1, ... whatever the file
+// holds from record base on: it truncates the file just after record base-1
+// and appends recs with one write (then fsyncs through the FS). It is the
+// replay of a committed append after a sync failure or a power loss, when
+// what the page cache shows cannot be trusted to be on disk: the bytes are
+// written again rather than compared. Records from base on are dropped, so
+// a replay must rewrite every later append too (the write-ahead log replays
+// them in order). It fails with ErrConflict if the log has fewer than base
+// valid records, and with a *CorruptError if one of the first base is corrupt.
+func (l *Log) RewriteAt(base int, recs []Record) error {
+	if base < 0 {
+		return fmt.Errorf("history: rewrite %s at %d: negative base: %w", l.path, base, ErrInvalid)
+	}
+	for _, r := range recs {
+		if err := checkRecord(r); err != nil {
+			return err
+		}
+	}
+	s, exists, err := l.scan()
+	var ce *CorruptError
+	if err != nil && !(errors.As(err, &ce) && len(s.Records) >= base) {
+		return err
+	}
+	if len(s.Records) < base {
+		return fmt.Errorf("history: rewrite %d records of %s at %d: log has %d records: %w",
+			len(recs), l.path, base, len(s.Records), ErrConflict)
+	}
+	buf, err := encodeAll(recs)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := l.makeParents(); err != nil {
+			return err
+		}
+	}
+	// The byte offset of record base: records are whole lines.
+	off := int64(0)
+	for _, r := range s.Records[:base] {
+		off += int64(encodedLen(r))
+	}
+	f, err := l.fsys.OpenFile(l.path, os.O_WRONLY|os.O_CREATE, vfs.FilePerm)
+	if err != nil {
+		return fmt.Errorf("history: open %s: %w", l.path, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(off); err != nil {
+		return fmt.Errorf("history: rewrite %s: truncate at %d: %w", l.path, off, err)
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return fmt.Errorf("history: rewrite %s: %w", l.path, err)
+	}
+	if n, err := f.Write(buf); err != nil || n < len(buf) {
+		return fmt.Errorf("history: rewrite %s: wrote %d of %d bytes: %w", l.path, n, len(buf), errors.Join(err, io.ErrShortWrite))
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("history: sync %s: %w", l.path, err)
+	}
+	return nil
+}
+
 // scan reads and parses the file. exists is false if it is missing.
 func (l *Log) scan() (s Scan, exists bool, err error) {
 	data, err := l.fsys.ReadFile(l.path)

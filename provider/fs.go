@@ -16,9 +16,9 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/clock"
-	"github.com/durofs/durofs/internal/sharedsync"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
+	"github.com/durofs/durofs/wal"
 )
 
 // Durability selects what an acknowledged call survives.
@@ -68,12 +68,13 @@ type Options struct {
 	// work enqueued by other processes. Zero means 10 ms. Work enqueued by
 	// this process wakes fetches at once.
 	PollInterval time.Duration
-	// CommitSync selects how a Durable provider makes commits durable:
-	// CommitAuto (default: one file-system barrier plus one directory fsync
-	// per ack where the OS supports it, else per-file fsyncs), CommitPerFile
-	// or CommitBarrier. Processes sharing a directory may use different
-	// modes. Ignored in ProcessCrashSafe mode.
-	CommitSync CommitSync
+	// CheckpointInterval is how often a background checkpoint makes applied
+	// commits durable and trims the write-ahead log (fs_wal.go). Zero means
+	// 1 s; negative disables it (tests; the log then only grows).
+	CheckpointInterval time.Duration
+	// SegmentSize is the size of a write-ahead log segment (zero means
+	// wal.DefaultSegmentSize). Every process of a directory must agree.
+	SegmentSize int64
 	// FileMode is the permission bits of every file durofs creates in the
 	// directory (data, temporary and lock files alike). Zero means 0600.
 	// It must give the owner read and write; the process umask applies.
@@ -118,31 +119,12 @@ type FSProvider struct {
 	// directories, so the sweeper cleans one directory, not every instance.
 	tmpDir string
 
-	// spares recycles the inodes of instance.json, state.json and commit
-	// records (fs_spares.go); nil where the file system cannot exchange
-	// names, or in a read-only provider.
-	spares *vfs.SparePool
-	// recycler lends the spare pool to the queues and the cleaner in
-	// barrier mode and in ProcessCrashSafe mode (fs_spares.go); nil
-	// otherwise.
-	recycler *queueRecycler
+	// wal is the write-ahead log every commit is appended to (fs_wal.go).
+	wal *wal.Log
 
 	// durableDirs are directories whose entries mkdirDurable made durable.
 	durableDirs sync.Map
 
-	// barrier is non-nil in barrier commit mode (fs_barrier.go); bootID is
-	// then the boot the process runs in, and clean its pending cleanups.
-	barrier *groupBarrier
-	// commitsSync and claimsSync group the fsyncs of commits/ and of the
-	// worker queue's claims/ that make barrier-mode commit points durable.
-	commitsSync, claimsSync *groupBarrier
-	// shared, if not nil, shares barriers with the other processes using
-	// the directory (internal/sharedsync); the barrier runs through it.
-	shared         *sharedsync.Coordinator
-	sharedBarriers bool   // share barriers if the OS allows (real FS only)
-	sharedMode     uint32 // permission bits of the shared file
-	bootID         string
-	clean          cleaner
 	// unusableWarned maps an instance key to when fetch last warned that it
 	// skips the instance (symlinks.go), to log once a minute, not per poll.
 	unusableWarned sync.Map
@@ -156,13 +138,12 @@ type formatFile struct {
 	Version int    `json:"version"`
 }
 
-// sharedSyncFile is the file, at the top of the directory, through which
-// processes share barriers (internal/sharedsync). It is never synced and
-// holds no durable state: deleting it while no process runs is harmless.
-const sharedSyncFile = "sync.shm"
-
-// FormatVersion is the on-disk format major version this code reads and writes.
-const FormatVersion = 1
+// FormatVersion is the on-disk format major version this code reads and
+// writes. Version 2 commits through the write-ahead log (wal/); version 1
+// kept per-instance commit records in commits/ and is refused: finish its
+// work with durofs 0.1 (every process closed, commits/ empty), then move the
+// directory aside and start a new one.
+const FormatVersion = 2
 
 // Open opens (creating if needed) a durofs directory and recovers any commit
 // a dead process left half-applied. Several processes may Open the same
@@ -185,20 +166,18 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	if err := p.initLayout(); err != nil {
 		return nil, err
 	}
-	if err := p.initCommitSync(opts.CommitSync); err != nil {
-		return nil, err
-	}
-	spares, err := vfs.NewSparePool(p.fs, p.tmpDir)
-	if err != nil {
-		return nil, fmt.Errorf("durofs: open %s: spare files: %w", dir, err)
-	}
-	p.spares = spares
 	if err := p.openQueues(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := p.openLog(ctx, opts); err != nil {
+		_ = p.orchQ.Close()
+		_ = p.workQ.Close()
+		return nil, err
+	}
 	if err := p.Recover(ctx); err != nil {
+		p.Close()
 		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
 	}
 	interval := opts.SweepInterval
@@ -209,56 +188,39 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		p.wg.Add(1)
 		go p.sweepLoop(interval)
 	}
-	if p.barrier != nil {
+	ckpt := opts.CheckpointInterval
+	if ckpt == 0 {
+		ckpt = time.Second
+	}
+	if ckpt > 0 {
 		p.wg.Add(1)
-		go p.cleanLoop()
+		go p.checkpointLoop(ckpt)
 	}
 	return p, nil
 }
 
-// initCommitSync chooses the commit mode (see CommitSync). Barrier mode
-// needs a boot id and a working barrier, which it probes once.
-func (p *FSProvider) initCommitSync(mode CommitSync) error {
-	if mode == CommitPerFile || (mode == CommitAuto && p.durability != Durable) {
-		return nil
-	}
-	boot, err := vfs.BootID(p.fs)
-	if err == nil {
-		err = vfs.SyncFS(p.fs, p.dir)
-	}
+// openLog opens the write-ahead log. A process that has the directory alone
+// replays it first (fs_wal.go); a poisoned log cannot be opened while other
+// processes still have it open.
+func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
+	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log})
 	if err != nil {
-		if mode == CommitBarrier {
-			return fmt.Errorf("durofs: open %s: %w: barrier commits: %w", p.dir, ErrUnsupportedFS, err)
+		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+	}
+	p.wal = l
+	defer l.Ready()
+	if !l.Alone() {
+		if err := l.Err(); err != nil {
+			l.Close()
+			return fmt.Errorf("durofs: open %s: %w (close every process using the directory; the first to reopen it replays the log)", p.dir, err)
 		}
-		p.log.Debug("durofs: per-file commits", "dir", p.dir, "reason", err)
 		return nil
 	}
-	p.bootID = boot
-	run := func() error { return vfs.SyncFS(p.fs, p.dir) }
-	if p.sharedBarriers {
-		// The probe above opened the barrier descriptor: now take a ticket.
-		c, err := sharedsync.Open(filepath.Join(p.dir, sharedSyncFile), p.sharedMode, run)
-		if err != nil {
-			p.log.Debug("durofs: barriers not shared between processes", "dir", p.dir, "reason", err)
-		} else {
-			p.shared = c
-			run = c.Sync
-		}
+	if err := p.replayAll(ctx); err != nil {
+		l.Close()
+		return fmt.Errorf("durofs: open %s: replay the write-ahead log: %w", p.dir, err)
 	}
-	p.barrier = newGroupBarrier(run)
-	p.commitsSync = newGroupSync(func() error { return p.fs.SyncDir(filepath.Join(p.dir, "commits")) })
-	p.claimsSync = newGroupSync(func() error { return p.workQ.SyncClaimsDir() })
-	p.clean.pending = map[cleanup]uint64{}
 	return nil
-}
-
-// CommitMode returns the commit mode in use: CommitBarrier or
-// CommitPerFile (never CommitAuto).
-func (p *FSProvider) CommitMode() CommitSync {
-	if p.barrier != nil {
-		return CommitBarrier
-	}
-	return CommitPerFile
 }
 
 // newFSProvider builds a provider value from opts with defaults applied; it
@@ -298,25 +260,15 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	// Leases are volatile (never synced): written in place, they cost no
 	// file creation per fetch and release (lease package, "Writing in place").
 	p.leases = lease.NewStore(p.leaseFS, clk).WithTempDir(p.tmpDir).WithInPlaceWrites()
-	// Barriers are shared between processes only on the real file system
-	// (an injected FS - faults, counting, power-loss simulation - sees
-	// every barrier of its own provider).
-	p.sharedBarriers = opts.FS == nil
-	p.sharedMode = uint32(opts.FileMode)
-	if p.sharedMode == 0 {
-		p.sharedMode = uint32(vfs.FilePerm)
-	}
 	return p
 }
 
 // openQueues opens the orchestrator and worker queues.
 func (p *FSProvider) openQueues() error {
 	var err error
-	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: p.barrier != nil}
-	if p.spares.Enabled() && (p.barrier != nil || p.durability == ProcessCrashSafe) {
-		p.recycler = &queueRecycler{pool: p.spares, barrier: p.barrier}
-		qopts.Recycler = p.recycler
-	}
+	// Claims are leases: never synced (a power loss may leave one unreadable,
+	// which counts as no claim). A work ack's commit point is the log.
+	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true}
 	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "orchestrator"), qopts); err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
@@ -329,7 +281,7 @@ func (p *FSProvider) openQueues() error {
 
 // initLayout creates the top-level folders and checks FORMAT.
 func (p *FSProvider) initLayout() error {
-	for _, d := range []string{"instances", "commits", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
+	for _, d := range []string{"instances", "wal", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
 		if err := p.mkdirDurable(filepath.Join(p.dir, d)); err != nil {
 			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 		}
@@ -349,6 +301,9 @@ func (p *FSProvider) initLayout() error {
 	var f formatFile
 	if err := jsonUnmarshal(data, &f); err != nil || f.Format != "durofs" {
 		return fmt.Errorf("durofs: open %s: %w: %s is not a durofs FORMAT file", p.dir, ErrUnsupportedFS, path)
+	}
+	if f.Version == 1 {
+		return fmt.Errorf("durofs: open %s: %w: on-disk format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version %d); finish the directory's work with durofs 0.1, then start a new directory", p.dir, ErrUnsupportedFS, FormatVersion)
 	}
 	if f.Version != FormatVersion {
 		return fmt.Errorf("durofs: open %s: %w: on-disk format version %d (this build reads version %d)", p.dir, ErrUnsupportedFS, f.Version, FormatVersion)
@@ -395,11 +350,11 @@ func (p *FSProvider) writeFile(path string, data []byte) error {
 func (p *FSProvider) Close() error {
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
-	var serr error
-	if p.shared != nil {
-		serr = p.shared.Close()
+	var werr error
+	if p.wal != nil {
+		werr = p.wal.Close()
 	}
-	return errors.Join(p.orchQ.Close(), p.workQ.Close(), serr, p.spares.Close())
+	return errors.Join(p.orchQ.Close(), p.workQ.Close(), werr)
 }
 
 // Name implements Provider.

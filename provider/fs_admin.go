@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/google/uuid"
-
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
@@ -19,32 +17,24 @@ import (
 //
 // Listings and metrics read instance.json files only (their summary
 // counters are kept by every commit), never history files. Deletions and
-// prunes change several files, so they go through the same commit protocol
-// as acks:
+// prunes change several files, so they are commits like acks (fs_wal.go):
 //
-//   - PruneExecutions writes one commit record (kind "prune") under the
-//     instance flock; applying it removes the execution directories and
-//     rewrites instance.json.
+//   - PruneExecutions commits one record (kind "prune") under the instance
+//     flock; applying it removes the execution directories and rewrites
+//     instance.json.
 //   - DeleteInstancesAtomic takes the flocks of every instance (sorted, so
-//     two deleters cannot deadlock), validates, writes a "delete-intent"
-//     record per instance (commits/<key>.json), then the group record
-//     commits/~del-<uuid>.json: that is the commit point. Applying an intent
-//     removes the instance's executions, instance.json, its queue messages
-//     (worker items included, locked or not) and resets its lease (so old
-//     tokens fail), then removes the intent; the group record goes last.
-//     Whoever next touches one of the instances redoes its intent first: if
-//     the group record exists the deletion committed and is applied; if not,
-//     the deleter died before its commit point and the intent is dropped.
-//     The lock file is never deleted (it may be held or awaited).
+//     two deleters cannot deadlock), validates, and commits ONE record (kind
+//     "delete") naming every member and its queue messages, marked in every
+//     member's lease. Applying a member's part removes its queue messages
+//     (worker items included, locked or not), instance.json and executions,
+//     and resets its lease (so old tokens fail). Whoever next holds a
+//     member's flock finishes its part if the mark is still there. The lock
+//     file is never deleted (it may be held or awaited).
 
 const (
-	kindPrune        = "prune"
-	kindDeleteIntent = "delete-intent"
-	kindDeleteGroup  = "delete"
-	// groupPrefix starts deletion group record names. '~' followed by a
-	// non-hex letter never begins an instance key (names.Encode escapes '~'
-	// and hashed keys are '~' + hex), so groups and instances cannot collide.
-	groupPrefix = "~del-"
+	kindPrune   = "prune"
+	kindDelete  = "delete"
+	kindWorkAck = "work_ack"
 )
 
 var _ Admin = (*FSProvider)(nil)
@@ -436,7 +426,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	for _, e := range orch {
 		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
-			msgs = append(msgs, queueRef{"orchestrator", e.Name})
+			msgs = append(msgs, queueRef{Queue: "orchestrator", Name: e.Name})
 		}
 	}
 	work, err := p.workQ.List()
@@ -445,7 +435,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	for _, e := range work {
 		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
-			msgs = append(msgs, queueRef{"worker", e.Name})
+			msgs = append(msgs, queueRef{Queue: "worker", Name: e.Name})
 		}
 	}
 	for _, f := range files {
@@ -460,61 +450,37 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return res, nil
 	}
 
-	// Intents, then the group record (the commit point).
-	// Crash after some intents, before the group record: each intent is
-	// dropped by the next holder of its flock (no group record = aborted).
-	group := groupPrefix + uuid.NewString()
-	failpoint.Hit("delete.before_intents")
-	// An intent replaces each instance's commit record; in barrier mode
-	// that record's apply must be durable first.
-	if err := p.slotBarrier(); err != nil {
-		return DeleteInstanceResult{}, Retryablef(op, err, "sync before deletion: %v", err)
-	}
+	// One record deletes them all (the commit point, fs_wal.go), marked in
+	// every member's lease; each member's part is applied under its flock.
+	rec := &commitRecord{Kind: kindDelete, CommittedMs: p.nowMs()}
+	gs := make([]*lease.Guard, 0, len(keys))
 	for _, k := range keys {
-		rec := commitRecord{Format: commitFormat, Kind: kindDeleteIntent, Key: k, Instance: keyOf[k], Group: group, Delete: refsFor(msgs, k, orch, work)}
-		data, err := p.marshalSealed(p.commitPath(k), rec)
-		if err == nil {
-			err = vfs.WriteFileNoDirSync(p.fs, p.commitPath(k), data)
-		}
-		if err != nil {
-			p.dropIntents(keys)
-			return DeleteInstanceResult{}, Retryablef(op, err, "write delete intent: %v", err)
-		}
-		failpoint.Hit("delete.after_intent")
+		rec.Members = append(rec.Members, deleteMember{Key: k, Instance: keyOf[k], Delete: refsFor(msgs, k, orch, work)})
+		gs = append(gs, guards[k])
 	}
-	if err := p.fs.SyncDir(filepath.Join(p.dir, "commits")); err != nil {
-		p.dropIntents(keys)
-		return DeleteInstanceResult{}, Retryablef(op, err, "sync delete intents: %v", err)
-	}
-	failpoint.Hit("delete.after_intents_sync")
-	grec := commitRecord{Format: commitFormat, Kind: kindDeleteGroup, Keys: keys}
-	data, err := p.marshalSealed(p.commitPath(group), grec)
-	if err == nil {
-		err = p.writeFile(p.commitPath(group), data)
-	}
-	if err != nil {
-		if _, serr := p.fs.Stat(p.commitPath(group)); serr != nil {
-			p.dropIntents(keys)
-		}
+	failpoint.Hit("delete.before_commit")
+	if err := p.commitLocked(gs, rec); err != nil {
 		return DeleteInstanceResult{}, Retryablef(op, err, "commit deletion: %v", err)
 	}
 	afterCommitPoint("delete")
-	failpoint.Hit("delete.after_group_record")
-	// Committed. Apply each intent; failures are left to recovery.
-	for _, k := range keys {
-		if err := p.redoPending(ctx, guards[k], k); err != nil {
-			p.log.Warn("durofs: deletion committed, apply deferred to recovery", "instance", keyOf[k], "err", err)
+	failpoint.Hit("delete.after_commit")
+	for _, m := range rec.Members {
+		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
+			p.log.Warn("durofs: deletion committed, apply deferred to recovery", "instance", m.Instance, "err", err)
 			p.stats.applyDeferred.Add(1)
 			return res, nil
 		}
-		failpoint.Hit("delete.after_intent_applied")
+		failpoint.Hit("delete.after_member_applied")
 	}
-	if err := p.removeCommit(group); err != nil {
-		p.log.Warn("durofs: deletion committed, group record cleanup deferred", "err", err)
-	}
-	failpoint.Hit("delete.after_group_removed")
 	p.notify()
 	return res, nil
+}
+
+// deleteMember is one instance of a deletion record.
+type deleteMember struct {
+	Key      string     `json:"key"`
+	Instance string     `json:"instance"`
+	Delete   []queueRef `json:"delete,omitempty"`
 }
 
 // refsFor returns the messages of msgs that belong to instance key k.
@@ -535,107 +501,34 @@ func refsFor(msgs []queueRef, k string, orch, work []fsqueue.Entry) []queueRef {
 	return out
 }
 
-func (p *FSProvider) dropIntents(keys []string) {
-	for _, k := range keys {
-		_ = p.fs.Remove(p.commitPath(k))
-	}
-	_ = p.fs.SyncDir(filepath.Join(p.dir, "commits"))
-}
-
-// applyDeleteIntent applies (or aborts) one instance's part of a deletion
-// group. The caller holds the instance flock. Idempotent.
-func (p *FSProvider) applyDeleteIntent(ctx context.Context, g *lease.Guard, rec *commitRecord) error {
-	key := rec.Key
-	if _, err := p.fs.Stat(p.commitPath(rec.Group)); err != nil {
-		if !vfs.IsNotExist(err) {
-			return err
-		}
-		// The group never committed: the deletion did not happen.
-		failpoint.Hit("delete.intent_abort")
-		return p.removeCommit(key)
-	}
-	// Queue messages first (worker items under their claim lock, so a
-	// worker holding one sees it vanish: its ack then fails).
-	used := map[string]bool{}
-	for _, r := range rec.Delete {
-		q := p.queue(r.Queue)
-		var err error
-		if r.Queue == "worker" {
-			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
-		} else {
-			err = q.Delete(r.Name)
-		}
-		if err != nil {
-			return err
-		}
-		used[r.Queue] = true
-	}
-	for qn := range used {
-		if err := p.queue(qn).SyncDir(); err != nil {
-			return err
-		}
-	}
-	if used["worker"] {
-		if err := p.workQ.SyncClaimsDir(); err != nil {
-			return err
-		}
-	}
-	failpoint.Hit("delete.intent_after_messages")
-	// Then the instance's state. instance.json goes before the executions so
-	// a crash in between leaves no listed instance without history.
-	if err := p.fs.Remove(p.instFilePath(key)); err != nil && !vfs.IsNotExist(err) {
+// applyDeleteMember applies one instance's part of a deletion record under
+// its flock, unsynced. Idempotent: messages first (worker items under their
+// claim lock, so a worker holding one sees it vanish and its ack fails), then
+// instance.json (so a crash in between leaves no listed instance without
+// history), then the executions, then the lease reset - which clears the
+// mark, the last write. The fence is kept so a re-created instance's fences
+// keep increasing.
+func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id string, m deleteMember) error {
+	if err := p.deleteRefs(ctx, m.Delete); err != nil {
 		return err
 	}
-	if err := p.fs.SyncDir(p.instDir(key)); err != nil {
+	failpoint.Hit("delete.member_after_messages")
+	if err := p.fs.Remove(p.instFilePath(m.Key)); err != nil && !vfs.IsNotExist(err) {
 		return err
 	}
-	failpoint.Hit("delete.intent_after_instance_file")
-	if err := p.fs.RemoveAll(filepath.Join(p.instDir(key), "executions")); err != nil {
+	failpoint.Hit("delete.member_after_instance_file")
+	if err := p.fs.RemoveAll(filepath.Join(p.instDir(m.Key), "executions")); err != nil {
 		return err
 	}
-	if err := p.fs.SyncDir(p.instDir(key)); err != nil {
-		return err
-	}
-	failpoint.Hit("delete.intent_after_executions")
-	// Reset the lease: outstanding tokens fail; the fence is kept so fences
-	// of a re-created instance keep increasing.
+	failpoint.Hit("delete.member_after_executions")
 	cur, _, err := g.Read()
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return err
 	}
-	if err := g.Write(lease.Lease{Fence: cur.Fence}); err != nil {
-		return err
+	if st := decodeOrchState(cur); st.Pending != nil && st.Pending.ID != id {
+		return nil // a later commit marked it: this part was applied before
 	}
-	failpoint.Hit("delete.intent_after_lease_reset")
-	return p.removeCommit(key)
-}
-
-// recoverDeleteGroup finishes a committed deletion group left by a dead
-// process: every instance whose intent is still pending is deleted.
-func (p *FSProvider) recoverDeleteGroup(ctx context.Context, group string) error {
-	var rec commitRecord
-	ok, err := p.readJSON(p.commitPath(group), &rec)
-	if moved, qerr := p.quarantineIfLink(p.commitPath(group), err, "deletion group record"); moved || qerr != nil {
-		return qerr // a planted link, not a record of ours (symlinks.go)
-	}
-	if err != nil || !ok {
-		return err
-	}
-	failpoint.Hit("delete.redo_group")
-	keys := slices.Clone(rec.Keys)
-	sort.Strings(keys)
-	for _, k := range keys {
-		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
-		if err != nil {
-			return err
-		}
-		err = p.redoPending(ctx, g, k)
-		g.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return p.removeCommit(group)
+	return g.Write(lease.Lease{Fence: cur.Fence})
 }
 
 // DeleteInstanceBulk implements Admin: terminal root instances matching
@@ -773,15 +666,14 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	}
 	// Commit point: the prune record. Crash after it: the next flock holder
 	// removes the remaining directories and writes instance.json.
-	rec := commitRecord{Format: commitFormat, Kind: kindPrune, Key: key, Instance: instance, InstanceFile: &nf, PruneExecutions: prune}
-	data, _ := jsonMarshal(rec)
-	failpoint.Hit("prune.before_record")
-	if err := p.writeCommit(key, data); err != nil {
+	rec := &commitRecord{Kind: kindPrune, Key: key, Instance: instance, InstanceFile: &nf, PruneExecutions: prune, CommittedMs: p.nowMs()}
+	failpoint.Hit("prune.before_commit")
+	if err := p.commitLocked([]*lease.Guard{g}, rec); err != nil {
 		return PruneResult{}, Retryablef(op, err, "commit prune: %v", err)
 	}
 	afterCommitPoint("prune")
-	failpoint.Hit("prune.after_record")
-	if err := p.applyPrune(&rec); err != nil {
+	failpoint.Hit("prune.after_commit")
+	if err := p.applyPrune(g, rec); err != nil {
 		p.log.Warn("durofs: prune committed, apply deferred to recovery", "instance", instance, "err", err)
 		p.stats.applyDeferred.Add(1)
 	}
@@ -790,29 +682,21 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 }
 
 // applyPrune removes pruned execution directories and writes the new
-// instance file (idempotent).
-func (p *FSProvider) applyPrune(rec *commitRecord) error {
+// instance file, unsynced (idempotent), then clears the mark.
+func (p *FSProvider) applyPrune(g *lease.Guard, rec *commitRecord) error {
 	for _, e := range rec.PruneExecutions {
 		if err := p.fs.RemoveAll(p.execDir(rec.Key, e)); err != nil {
 			return err
 		}
 		failpoint.Hit("prune.after_exec_remove")
 	}
-	if err := p.fs.SyncDir(filepath.Join(p.instDir(rec.Key), "executions")); err != nil && !vfs.IsNotExist(err) {
-		return err
-	}
-	failpoint.Hit("prune.after_exec_dir_sync")
 	if rec.InstanceFile != nil {
-		data, err := p.marshalSealed(p.instFilePath(rec.Key), rec.InstanceFile)
-		if err == nil {
-			err = p.writeFile(p.instFilePath(rec.Key), data)
-		}
-		if err != nil {
+		if err := p.writeJSONApply(p.instFilePath(rec.Key), rec.InstanceFile); err != nil {
 			return err
 		}
 	}
 	failpoint.Hit("prune.after_instance_file")
-	return p.removeCommit(rec.Key)
+	return releaseMark(g, rec.CommitID, "", nil)
 }
 
 // PruneExecutionsBulk implements Admin: instances of any status matching filter.

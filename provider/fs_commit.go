@@ -1,46 +1,9 @@
 package provider
 
-// The atomic ack (design.md §5).
-//
-// ack_orchestration_item must be all-or-nothing across: the history append,
-// the execution and instance records, custom status, worker and orchestrator
-// enqueues (to any instance; timers with visible_at), deleting the consumed
-// batch and the cancelled activities, and releasing the lock. Files cannot do
-// that in one operation, so an ack is write-ahead intent logging with ONE
-// durable commit point:
-//
-//	0. VALIDATE under the instance flock: the token holds an unexpired lease;
-//	   event ids are non-zero, unique, and new to the execution; work items
-//	   are of the right kinds. Everything is computed in memory. Any failure
-//	   returns an error having written nothing: the lock stays held.
-//	1. STAGE every outbound message as a hidden ".staged-<name>.json" file in
-//	   its queue directory (fsynced; one directory fsync per queue). Barrier
-//	   mode writes it under that name unsynced (fsqueue.StageDeferred): a
-//	   kill -9 or power loss before the barrier may leave it partial, but
-//	   then no record names it and the staged sweep removes it.
-//	2. COMMIT: write commits/<instance key>.json (temp + fsync + rename +
-//	   directory fsync). This is the commit point: before it the ack did not
-//	   happen, after it the ack happened, whatever crashes next.
-//	3. APPLY (redo) the record, every step idempotent:
-//	   a. history: append the delta at its recorded position (history.AppendAt);
-//	   b. execution state.json and instance.json (atomic replaces);
-//	   c. publish each staged message by a rename within its directory;
-//	   d. delete the consumed batch and the cancelled worker items;
-//	   e. release the lease (if it still names the committing token);
-//	   f. delete the commit record.
-//
-// Whoever next takes the instance flock (a fetch, ack, abandon, or the
-// startup/periodic sweep, which also covers instances nobody fetches again)
-// redoes a pending record before anything else. Crash analysis per step is
-// written beside the code below.
-//
-// Why staging and a same-directory rename: a redo must never resurrect a
-// message that its consumer already took. A staged file is published by
-// rename(2), which moves it; once published (and maybe consumed and deleted)
-// there is nothing left to publish again, so Publish reports false. After a
-// power loss an un-fsynced rename could be undone, but the consumer's own
-// commit fsyncs the queue directory after deleting the message, which makes
-// the directory's current state durable - the staged entry is not in it.
+// The atomic ack (design.md §5): see fs_wal.go for the commit protocol every
+// commit follows. An orchestration ack validates under the instance flock,
+// stages its outbound messages, marks the lease pending, appends its record
+// to the write-ahead log (the commit point), and applies it.
 
 import (
 	"bytes"
@@ -48,12 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
@@ -62,30 +20,27 @@ import (
 	"github.com/durofs/durofs/lease"
 )
 
-// commitRecord is the durable intent of one ack. Everything needed to finish
-// the ack is in it or in staged files it names.
+// commitRecord is one write-ahead log record: everything needed to apply a
+// commit again from nothing but the log (replay rewrites every byte from it).
+// CommitID is the first field, so a scan can match a record by its prefix.
 type commitRecord struct {
-	Format int `json:"format"`
-	// CommitID is unique per commit; BootID is the boot it was committed in
-	// (barrier mode only; see fs_barrier.go for the "applied" marker).
-	CommitID    string `json:"commit_id,omitempty"`
-	BootID      string `json:"boot_id,omitempty"`
-	Instance    string `json:"instance"`
-	Key         string `json:"key"`
-	LeaseToken  string `json:"lease_token"`
-	Fence       uint64 `json:"fence"`
-	ExecutionID uint64 `json:"execution_id"`
+	CommitID    string `json:"id"`
+	Instance    string `json:"instance,omitempty"`
+	Key         string `json:"key,omitempty"`
+	LeaseToken  string `json:"lease_token,omitempty"`
+	Fence       uint64 `json:"fence,omitempty"`
+	ExecutionID uint64 `json:"execution_id,omitempty"`
 	CommittedMs int64  `json:"committed_at_ms"`
 	// HistoryBase is the number of records in the execution's history
 	// before the delta; the delta is appended at that position.
-	HistoryBase int `json:"history_base"`
+	HistoryBase int `json:"history_base,omitempty"`
 	// History holds each event's exact bytes (base64 in JSON, so that
 	// re-encoding never alters an event: unknown events round-trip verbatim).
-	History    [][]byte `json:"history"`
-	HistoryIDs []uint64 `json:"history_ids"`
+	History    [][]byte `json:"history,omitempty"`
+	HistoryIDs []uint64 `json:"history_ids,omitempty"`
 	// Kind is "" for an orchestration ack (or an append), "prune" for
-	// PruneExecutions, "delete-intent" for one instance of a deletion group
-	// and "delete" for the group record itself (see fs_admin.go).
+	// PruneExecutions, "delete" for a deletion of instances (Members) and
+	// "work_ack" for AckWorkItem (Item, ItemToken).
 	Kind string `json:"kind,omitempty"`
 	// InstanceFile and ExecutionFile are the complete new contents (nil: not
 	// written).
@@ -93,22 +48,24 @@ type commitRecord struct {
 	ExecutionFile *executionFile `json:"execution_file,omitempty"`
 	// PruneExecutions are execution ids whose directories a prune removes.
 	PruneExecutions []uint64 `json:"prune_executions,omitempty"`
-	// Group names a deletion group record (Kind "delete-intent").
-	Group string `json:"group,omitempty"`
-	// Keys are the instance keys of a deletion group (Kind "delete").
-	Keys []string `json:"keys,omitempty"`
-	// Publish are staged messages to publish; Delete are messages to delete.
-	Publish []queueRef `json:"publish"`
-	Delete  []queueRef `json:"delete"`
+	// Members are the instances a deletion removes, with their messages.
+	Members []deleteMember `json:"members,omitempty"`
+	// Item and ItemToken name the worker item a work ack consumes.
+	Item      string `json:"item,omitempty"`
+	ItemToken string `json:"item_token,omitempty"`
+	// Publish are staged messages to publish (with their bytes, for a
+	// replay); Delete are messages to delete.
+	Publish []queueRef `json:"publish,omitempty"`
+	Delete  []queueRef `json:"delete,omitempty"`
 }
 
-// queueRef names a message of a queue ("orchestrator" or "worker").
+// queueRef names a message of a queue ("orchestrator" or "worker"); Data is
+// the message file's content where the record publishes it.
 type queueRef struct {
 	Queue string `json:"queue"`
 	Name  string `json:"name"`
+	Data  []byte `json:"data,omitempty"`
 }
-
-const commitFormat = 1
 
 // testHookAfterCommitPoint, when set (by tests only), runs right after a
 // commit point (kind "ack", "work_ack", "prune", "delete") and before the
@@ -120,13 +77,6 @@ func afterCommitPoint(kind string) {
 		testHookAfterCommitPoint(kind)
 	}
 }
-
-// testSkipSyncDir, when set by a test, names one sync site to skip, so the
-// power-loss simulation can prove that it notices a missing fsync: "stage"
-// skips the queue-directory fsync after staging (per-file mode), "barrier"
-// the barrier before an ack's commit point (barrier mode). "" (the default)
-// skips nothing.
-var testSkipSyncDir string
 
 func (p *FSProvider) queue(name string) *fsqueue.Queue {
 	if name == "worker" {
@@ -180,15 +130,10 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return err
 	}
 
-	rec.CommitID, rec.BootID = uuid.NewString(), p.bootID
-
-	// Step 1: stage outbound messages.
-	// Crash here: staged files with no commit record. They are invisible to
-	// consumers (hidden names) and the sweeper removes them once it holds
-	// this instance's flock and sees no record naming them. In barrier mode
-	// they are not synced here: the barrier of step 2 does that.
+	// Step 1: stage outbound messages (unsynced; the record carries their
+	// bytes). Crash here: staged orphans the sweep removes.
 	failpoint.Hit("ack.before_stage")
-	if err := p.stage(staged); err != nil {
+	if err := p.stage(rec, staged); err != nil {
 		p.unstage(staged)
 		return Retryablef(op, err, "stage messages: %v", err)
 	}
@@ -200,36 +145,21 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return Permanentf(op, ErrLockExpired, "Instance lock expired")
 	}
 
-	// Step 2: the commit point (writeCommit).
-	// Crash before the rename: no record, the ack did not happen, the lease
-	// is unchanged (held until it expires), staged files are garbage.
-	// Crash after the rename (kill -9) or after the directory fsync (power
-	// loss): the record exists and the next flock holder applies it. In
-	// barrier mode a power loss before the barrier returned loses the staged
-	// files and the record's temporary file alike: no record, no ack. An
-	// fsync or barrier error fails the ack (rolled back below).
-	data, err := jsonMarshal(rec)
-	if err != nil {
+	// Steps 2 and 3: mark, append, sync (fs_wal.go). A failure before the
+	// append leaves nothing; a sync failure poisons the log, and the record
+	// is settled by the replay (the staged files are not needed for that).
+	failpoint.Hit("ack.before_commit")
+	if err := p.commitLocked([]*lease.Guard{g}, rec); err != nil {
 		p.unstage(staged)
-		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
+		return Retryablef(op, err, "commit: %v", err)
 	}
-	failpoint.Hit("ack.before_commit_record")
-	if err := p.writeCommit(key, data); err != nil {
-		// The commit point failed. If the rename happened but the directory
-		// fsync failed, the record is visible although its durability is
-		// unknown (fsync errors are fatal to the commit): take it back, so
-		// that no later flock holder applies a turn we report as failed.
-		p.rollbackCommit(key, rec.CommitID, staged)
-		return Retryablef(op, err, "write commit record: %v", err)
-	}
-
 	afterCommitPoint("ack")
-	failpoint.Hit("ack.after_commit_record")
+	failpoint.Hit("ack.after_commit")
 
-	// Step 3: apply. From here the ack is committed: an apply error is
+	// Step 4: apply. From here the ack is committed: an apply error is
 	// logged and left to the next flock holder's redo, never reported as a
 	// failed ack (the runtime would retry a turn that already happened).
-	if err := p.apply(ctx, g, rec); err != nil {
+	if err := p.apply(ctx, g, rec, false); err != nil {
 		p.log.Warn("durofs: ack committed, apply deferred to recovery", "instance", rec.Instance, "err", err)
 		p.stats.applyDeferred.Add(1)
 	}
@@ -281,7 +211,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		existing[r.ID] = true
 	}
 	rec := &commitRecord{
-		Format: commitFormat, Instance: instance, Key: key, LeaseToken: cur.Token, Fence: cur.Fence,
+		Instance: instance, Key: key, LeaseToken: cur.Token, Fence: cur.Fence,
 		ExecutionID: executionID, CommittedMs: nowMs, HistoryBase: len(scan.Records),
 	}
 	seen := map[uint64]bool{}
@@ -415,13 +345,18 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		staged = append(staged, stagedMsg{"orchestrator", m})
 	}
 	for _, s := range staged {
-		rec.Publish = append(rec.Publish, queueRef{s.queue, s.msg.Name})
+		m := s.msg
+		data, err := p.queue(s.queue).Encode(&m)
+		if err != nil {
+			return nil, nil, Permanentf(op, ErrInvalidWorkItem, "encode message: %v", err)
+		}
+		rec.Publish = append(rec.Publish, queueRef{s.queue, m.Name, data})
 	}
 
 	// Deletes: the fetched batch, then worker items of cancelled activities
 	// (whatever their lock state).
 	for _, n := range st.Batch {
-		rec.Delete = append(rec.Delete, queueRef{"orchestrator", n})
+		rec.Delete = append(rec.Delete, queueRef{Queue: "orchestrator", Name: n})
 	}
 	if len(cancelSet) > 0 {
 		entries, err := p.workQ.List()
@@ -431,7 +366,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		for _, e := range entries {
 			id, ok := workerIdentity(e)
 			if ok && cancelSet[id] {
-				rec.Delete = append(rec.Delete, queueRef{"worker", e.Name})
+				rec.Delete = append(rec.Delete, queueRef{Queue: "worker", Name: e.Name})
 			}
 		}
 	}
@@ -490,81 +425,17 @@ func (p *FSProvider) instanceFromLease(key string, st orchState) (string, error)
 	return "", Permanentf("ack_orchestration_item", ErrInvalidLockToken, "Invalid lock token: cannot resolve instance")
 }
 
-// stage writes staged files and fsyncs each queue directory once. In
-// barrier mode it syncs nothing: the commit's barrier makes them durable.
-func (p *FSProvider) stage(staged []stagedMsg) error {
-	used := map[string]bool{}
-	for _, s := range staged {
-		q := p.queue(s.queue)
-		stage := q.Stage
-		if p.barrier != nil {
-			stage = q.StageDeferred
-		}
-		if err := stage(s.msg); err != nil {
+// stage writes the staged files of rec's publishes, unsynced: a staged file
+// is read only through a committed record, which carries its bytes too.
+func (p *FSProvider) stage(rec *commitRecord, staged []stagedMsg) error {
+	for i := range staged {
+		r := rec.Publish[i]
+		if err := p.queue(r.Queue).StageData(r.Name, r.Data); err != nil {
 			return err
 		}
-		used[s.queue] = true
 	}
 	failpoint.Hit("ack.after_stage")
-	if p.barrier != nil {
-		return nil
-	}
-	for q := range used {
-		if testSkipSyncDir == "stage" {
-			break
-		}
-		if err := p.queue(q).SyncDir(); err != nil {
-			return err
-		}
-	}
-	failpoint.Hit("ack.after_stage_sync")
 	return nil
-}
-
-// writeCommit writes an instance's commit record, sealed: the commit point
-// of an ack. Per-file mode: a spare file (fs_spares.go; without a spare pool
-// a temporary file in tmp/) fsynced, exchanged with the record, commits/
-// fsynced. Barrier mode: the spare written unsynced, one barrier (covering
-// it, the ack's staged messages and every earlier unsynced apply), the
-// exchange, commits/ fsynced. Either way the record becomes visible under
-// its name only once its content is durable, and the spare goes back to the
-// pool only after the fsync of commits/.
-func (p *FSProvider) writeCommit(key string, data []byte) error {
-	if p.barrier == nil {
-		return p.replaceSealed(p.fs, p.commitPath(key), data, nil, nil)
-	}
-	barrier := p.barrier.Sync
-	if testSkipSyncDir == "barrier" {
-		barrier = func() error { return nil }
-	}
-	return p.replaceSealed(p.fs, p.commitPath(key), data, barrier, p.commitsSync.Sync)
-}
-
-// slotBarrier is called before a commit that replaces an instance's commit
-// record by other means than writeCommit (deletion intents): in barrier mode
-// the replaced record's apply must be durable before the record goes.
-func (p *FSProvider) slotBarrier() error {
-	if p.barrier == nil {
-		return nil
-	}
-	return p.barrier.Sync()
-}
-
-// rollbackCommit undoes a commit whose commit point failed: the record (if
-// it got its name) and the staged messages are removed, best effort. If a
-// power loss later brings the record back, recovery applies it - as a
-// database whose commit fsync failed may still commit after a crash.
-//
-// Only our own record goes: if the failure came before the rename, the
-// slot may still hold the instance's previous record, which in barrier
-// mode waits for a barrier to cover its apply and must stay.
-func (p *FSProvider) rollbackCommit(key, commitID string, staged []stagedMsg) {
-	if id, exists, err := p.recordCommitID(key); err == nil && exists && id == commitID {
-		if err := p.fs.Remove(p.commitPath(key)); err == nil {
-			_ = p.fs.SyncDir(filepath.Join(p.dir, "commits"))
-		}
-	}
-	p.unstage(staged)
 }
 
 func (p *FSProvider) unstage(staged []stagedMsg) {
@@ -573,117 +444,22 @@ func (p *FSProvider) unstage(staged []stagedMsg) {
 	}
 }
 
-// redoPending finishes a commit left by a dead process (or by an apply that
-// failed), if this instance has one. The caller holds the instance flock.
-// In barrier mode a record stays after its apply until a later barrier
-// covers it; one whose apply provably finished in this boot is skipped (see
-// fs_barrier.go) and handed to the cleaner.
-func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string) error {
-	data, err := p.readSealed(p.commitPath(key))
-	if vfs.IsNotExist(err) {
-		return nil
-	}
-	if errors.Is(err, ErrCorrupt) {
-		// Written by exchange after a barrier or fsync, a record is whole
-		// or absent, and only this flock holder writes it: a seal that does
-		// not match means damage from outside.
-		raw, _ := p.fs.ReadFile(p.commitPath(key))
-		return p.quarantineCommit(key, raw, err)
-	}
-	if moved, qerr := p.quarantineIfLink(p.commitPath(key), err, "commit record"); moved || qerr != nil {
-		return qerr // a planted link, not a record of ours (symlinks.go)
-	}
-	if err != nil {
-		return err
-	}
-	var rec commitRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		// The record is written by rename after an fsync, so it is complete
-		// or absent; an unparseable one was damaged from outside.
-		return p.quarantineCommit(key, data, err)
-	}
-	if applied, err := p.appliedInThisBoot(g, &rec); err != nil {
-		return err
-	} else if applied {
-		p.scheduleCleanup(false, key, rec.CommitID)
-		return nil
-	}
-	p.stats.redone.Add(1)
-	failpoint.Hit("redo.start")
-	return p.apply(ctx, g, &rec)
-}
-
-// appliedInThisBoot reports whether rec's apply ran to its end in the
-// current boot: barrier mode, the record has a commit id and this boot's id,
-// and the lease names the commit id as applied (the last step of apply).
-func (p *FSProvider) appliedInThisBoot(g *lease.Guard, rec *commitRecord) (bool, error) {
-	if p.barrier == nil || rec.CommitID == "" || rec.BootID != p.bootID || rec.Kind != "" {
-		return false, nil
-	}
-	cur, _, err := g.Read()
-	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
-		return false, fmt.Errorf("read lease: %w", err)
-	}
-	return decodeOrchState(cur).Applied == rec.CommitID, nil
-}
-
-// appliedRecordOnDisk is appliedInThisBoot for readers that do not hold
-// the instance flock and may run in per-file mode (fsck, inspection): the
-// record is an instance commit of the current boot whose commit id the
-// lease marks applied.
-func (p *FSProvider) appliedRecordOnDisk(ctx context.Context, key string, rec *commitRecord) bool {
-	if rec.CommitID == "" || rec.Kind != "" {
-		return false
-	}
-	boot, err := vfs.BootID(p.fs)
-	if err != nil || boot != rec.BootID {
-		return false
-	}
-	cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
-	return err == nil && decodeOrchState(cur).Applied == rec.CommitID
-}
-
-// recordCommitID reads the commit id of an instance's commit record.
-func (p *FSProvider) recordCommitID(key string) (id string, exists bool, err error) {
-	var head struct {
-		CommitID string `json:"commit_id"`
-	}
-	exists, err = p.readJSON(p.commitPath(key), &head)
-	return head.CommitID, exists, err
-}
-
-// applyFS is the file system an apply writes through: in barrier mode its
-// syncs are no-ops (a later barrier makes the apply durable before its
-// record goes).
-func (p *FSProvider) applyFS() vfs.FS {
-	if p.barrier != nil {
-		return vfs.NoSync(p.fs)
-	}
-	return p.fs
-}
-
-// apply performs step 3 of the protocol. Every step is idempotent, so apply
-// may run any number of times for one record, interrupted anywhere. In
-// barrier mode nothing is synced and the record stays for the cleaner.
-func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecord) error {
-	switch rec.Kind {
-	case "":
-	case kindPrune:
-		return p.applyPrune(rec)
-	case kindDeleteIntent:
-		return p.applyDeleteIntent(ctx, g, rec)
-	default:
-		return fmt.Errorf("commit record of %s has unknown kind %q", rec.Key, rec.Kind)
-	}
+// apply performs step 4 of the protocol for an orchestration ack or an
+// append, without any sync (a checkpoint makes it durable). Every step is
+// idempotent, so apply may run any number of times for one record,
+// interrupted anywhere. With replay (a process that has the directory alone,
+// after a power loss or a sync failure) every byte is written again instead
+// of trusting what the files show: history lines are rewritten at their
+// position and messages written from the record's bytes.
+func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecord, replay bool) error {
 	key := rec.Key
-	afs := p.applyFS()
+	afs := vfs.NoSync(p.fs)
 
-	// 3a. History. Crash (kill -9) mid-append can leave a torn final line;
-	// AppendAt truncates it and appends what is missing, by position. A
-	// power loss before its fsync can lose the appended bytes; the record is
-	// still there and this step runs again.
+	// a. History: the delta at its recorded position. A kill -9 mid-append
+	// can leave a torn line; AppendAt truncates it and appends what is
+	// missing.
 	if len(rec.History) > 0 || rec.ExecutionFile != nil {
-		if err := p.mkdirApply(p.execDir(key, rec.ExecutionID)); err != nil {
+		if err := p.fs.MkdirAll(p.execDir(key, rec.ExecutionID), vfs.DirPerm); err != nil {
 			return fmt.Errorf("create execution dir: %w", err)
 		}
 	}
@@ -692,53 +468,92 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		recs[i] = history.Record{ID: rec.HistoryIDs[i], Epoch: rec.Fence, Payload: raw}
 	}
 	if len(recs) > 0 {
-		if _, err := history.Open(afs, p.historyPath(key, rec.ExecutionID)).AppendAt(rec.HistoryBase, recs); err != nil {
+		h := history.Open(afs, p.historyPath(key, rec.ExecutionID))
+		var err error
+		if replay {
+			err = h.RewriteAt(rec.HistoryBase, recs)
+		} else {
+			_, err = h.AppendAt(rec.HistoryBase, recs)
+		}
+		if err != nil {
 			return fmt.Errorf("append history: %w", err)
 		}
 	}
 	failpoint.Hit("redo.after_history")
 
-	// 3b. Execution and instance records: atomic replaces with the full new
-	// contents, sealed, recycling inodes (fs_spares.go: in barrier mode the
-	// spare an exchange frees may be overwritten before a barrier covers
-	// the exchange, which is safe because this record outlives it). Crash
-	// between them: both are rewritten on redo. The
-	// instance directory's own entry is made durable first (it may have been
-	// created by the non-durable lease store).
-	if err := p.mkdirApply(p.instDir(key)); err != nil {
+	// b. Execution and instance records: atomic replaces with the full new
+	// contents (a reader sees the old or the new file, never a mix).
+	if err := p.fs.MkdirAll(p.instDir(key), vfs.DirPerm); err != nil {
 		return fmt.Errorf("create instance dir: %w", err)
 	}
 	if rec.ExecutionFile != nil {
-		ed, _ := jsonMarshal(rec.ExecutionFile)
-		if err := p.replaceSealed(afs, p.execStatePath(key, rec.ExecutionID), ed, nil, nil); err != nil {
+		if err := p.writeJSONApply(p.execStatePath(key, rec.ExecutionID), rec.ExecutionFile); err != nil {
 			return fmt.Errorf("write execution state: %w", err)
 		}
 	}
 	failpoint.Hit("redo.after_state")
 	if rec.InstanceFile != nil {
-		id, _ := jsonMarshal(rec.InstanceFile)
-		if err := p.replaceSealed(afs, p.instFilePath(key), id, nil, nil); err != nil {
+		if err := p.writeJSONApply(p.instFilePath(key), rec.InstanceFile); err != nil {
 			return fmt.Errorf("write instance: %w", err)
 		}
 	}
 	failpoint.Hit("redo.after_instance")
 
-	// 3c. Publish staged messages. A missing staged file means it was
-	// published before (and possibly consumed since): never recreate it.
-	// Crash after some renames: the rest are published on redo. The queue
-	// directory fsync makes the renames durable before the record goes.
-	used := map[string]bool{}
-	for _, r := range rec.Publish {
-		if _, err := p.queue(r.Queue).Publish(r.Name); err != nil {
-			return fmt.Errorf("publish %s/%s: %w", r.Queue, r.Name, err)
-		}
-		used[r.Queue] = true
-		failpoint.Hit("redo.after_publish")
+	// c. Publish staged messages. A missing staged file means it was
+	// published before (and possibly consumed since): never recreate it -
+	// except in a replay, where later records delete what was consumed.
+	if err := p.publish(rec.Publish, replay); err != nil {
+		return err
 	}
-	// 3d. Delete the consumed batch and cancelled worker items. ENOENT means
+	// d. Delete the consumed batch and cancelled worker items. ENOENT means
 	// done. Worker items are deleted under their claim's shard flock so a
 	// concurrent work ack or claim sees either the item or nothing.
-	for _, r := range rec.Delete {
+	if err := p.deleteRefs(ctx, rec.Delete); err != nil {
+		return err
+	}
+
+	// e. Release the lease if it still names the committing token, forget
+	// the consumed messages' attempt counts, and clear the mark: the last
+	// write, so a mark proves the apply may not have finished.
+	if err := releaseMark(g, rec.CommitID, rec.LeaseToken, rec.Delete); err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	failpoint.Hit("redo.after_lease_release")
+	return nil
+}
+
+// writeJSONApply atomically replaces path with v's JSON, unsynced.
+func (p *FSProvider) writeJSONApply(path string, v any) error {
+	data, err := jsonMarshal(v)
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileVia(vfs.NoSync(p.fs), p.tmpDir, path, data)
+}
+
+// publish makes staged messages visible (a rename each); a replay writes
+// them from the record's bytes.
+func (p *FSProvider) publish(refs []queueRef, replay bool) error {
+	for _, r := range refs {
+		q := p.queue(r.Queue)
+		var err error
+		if replay {
+			err = q.Restore(r.Name, r.Data)
+		} else {
+			_, err = q.Publish(r.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("publish %s/%s: %w", r.Queue, r.Name, err)
+		}
+		failpoint.Hit("redo.after_publish")
+	}
+	return nil
+}
+
+// deleteRefs deletes queue messages (and a worker item's claim, under its
+// shard lock). ENOENT means done.
+func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
+	for _, r := range refs {
 		q := p.queue(r.Queue)
 		var err error
 		if r.Queue == "worker" {
@@ -749,97 +564,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		if err != nil {
 			return fmt.Errorf("delete %s/%s: %w", r.Queue, r.Name, err)
 		}
-		used[r.Queue] = true
 		failpoint.Hit("redo.after_delete")
 	}
-	for _, qn := range []string{"worker", "orchestrator"} {
-		if !used[qn] || p.barrier != nil {
-			continue
-		}
-		if err := p.queue(qn).SyncDir(); err != nil {
-			return fmt.Errorf("sync %s queue: %w", qn, err)
-		}
-		if qn == "worker" {
-			if err := p.workQ.SyncClaimsDir(); err != nil {
-				return fmt.Errorf("sync worker claims: %w", err)
-			}
-		}
-		failpoint.Hit("redo.after_queue_sync")
-	}
-
-	// 3e. Release the lease if it still names the committing token, and
-	// forget the consumed messages' attempt counts. (A lease that moved on
-	// was taken over after the record was committed and redone by the new
-	// holder before it acquired; then there is nothing to release.) Mark
-	// the record applied in the lease either way: this is apply's last
-	// write, so the mark proves every step above completed (within this
-	// boot; see fs_barrier.go).
-	cur, _, err := g.Read()
-	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
-		return fmt.Errorf("read lease: %w", err)
-	}
-	st := decodeOrchState(cur)
-	changed := st.Applied != rec.CommitID
-	st.Applied = rec.CommitID
-	if cur.Token == rec.LeaseToken && cur.Token != "" {
-		for _, r := range rec.Delete {
-			delete(st.Attempts, r.Name)
-			delete(st.Delayed, r.Name)
-		}
-		st.Batch = nil
-		cur.Token, cur.Owner, cur.ExpiresAtMs = "", "", 0
-		changed = true
-	}
-	if changed {
-		cur.Data = st.encode()
-		if err := g.Write(cur); err != nil {
-			return fmt.Errorf("release lease: %w", err)
-		}
-	}
-	failpoint.Hit("redo.after_lease_release")
-
-	// 3f. Forget the record. Per-file mode: now, with a directory fsync
-	// (crash before it: after a power loss the record may reappear and is
-	// applied again - harmlessly, as every step above is idempotent).
-	// Barrier mode: the cleaner removes it once a later barrier has made
-	// this apply durable.
-	if p.barrier != nil {
-		p.scheduleCleanup(false, key, rec.CommitID)
-		return nil
-	}
-	return p.removeCommit(key)
-}
-
-// mkdirApply creates a directory an apply writes into: made durable at once
-// in per-file mode, by the next barrier in barrier mode.
-func (p *FSProvider) mkdirApply(dir string) error {
-	if p.barrier != nil {
-		return p.fs.MkdirAll(dir, vfs.DirPerm)
-	}
-	return p.mkdirDurable(dir)
-}
-
-// removeCommit deletes a commit record (the last step of every apply; in
-// ProcessCrashSafe mode the record becomes a spare, fs_spares.go).
-func (p *FSProvider) removeCommit(name string) error {
-	if err := fsqueue.RemoveVia(p.fs, p.recyclerOrNil(), p.commitPath(name)); err != nil && !vfs.IsNotExist(err) {
-		return fmt.Errorf("remove commit record: %w", err)
-	}
-	failpoint.Hit("commit.after_record_remove")
-	if err := p.fs.SyncDir(filepath.Join(p.dir, "commits")); err != nil {
-		return fmt.Errorf("sync commits dir: %w", err)
-	}
 	return nil
-}
-
-// quarantineCommit moves an unparseable commit record aside with a reason.
-func (p *FSProvider) quarantineCommit(key string, data []byte, cause error) error {
-	name := "commit-" + key + "-" + strconv.FormatInt(time.Now().UnixNano(), 10) + ".json"
-	if err := p.quarantine(name, fmt.Sprintf("unparseable commit record: %v", cause), data); err != nil {
-		return err
-	}
-	if err := p.fs.Remove(p.commitPath(key)); err != nil && !vfs.IsNotExist(err) {
-		return err
-	}
-	return p.fs.SyncDir(filepath.Join(p.dir, "commits"))
 }

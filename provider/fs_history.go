@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"github.com/google/uuid"
+	"github.com/durofs/durofs/lease"
 
 	"context"
 	"errors"
@@ -76,7 +76,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	for _, r := range scan.Records {
 		existing[r.ID] = true
 	}
-	rec := &commitRecord{Format: commitFormat, Instance: instance, Key: key, Fence: cur.Fence,
+	rec := &commitRecord{Instance: instance, Key: key, Fence: cur.Fence,
 		ExecutionID: executionID, CommittedMs: p.nowMs(), HistoryBase: len(scan.Records)}
 	for _, ev := range events {
 		if ev.EventID == 0 {
@@ -107,18 +107,10 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 		ne.EventCount = uint64(len(scan.Records) + len(events))
 		rec.ExecutionFile = &ne
 	}
-	if err := p.mkdirDurable(p.execDir(key, executionID)); err != nil {
-		return Retryablef(op, err, "%v", err)
+	if err := p.commitLocked([]*lease.Guard{g}, rec); err != nil {
+		return Retryablef(op, err, "commit: %v", err)
 	}
-	rec.CommitID, rec.BootID = uuid.NewString(), p.bootID
-	data, err := jsonMarshal(rec)
-	if err != nil {
-		return Permanentf(op, ErrInvalidEvent, "encode commit: %v", err)
-	}
-	if err := p.writeCommit(key, data); err != nil {
-		return Retryablef(op, err, "write commit record: %v", err)
-	}
-	if err := p.apply(ctx, g, rec); err != nil {
+	if err := p.apply(ctx, g, rec, false); err != nil {
 		p.log.Warn("durofs: append committed, apply deferred to recovery", "instance", instance, "err", err)
 		p.stats.applyDeferred.Add(1)
 	}

@@ -29,9 +29,10 @@ type orchState struct {
 	Batch    []string          `json:"batch,omitempty"`
 	Attempts map[string]uint32 `json:"attempts,omitempty"`
 	Delayed  map[string]int64  `json:"delayed,omitempty"`
-	// Applied is the commit id of the instance's last commit record whose
-	// apply ran to its end (barrier mode's "applied" marker, fs_barrier.go).
-	Applied string `json:"applied,omitempty"`
+	// Pending marks a commit of this instance whose apply may not have
+	// finished (fs_wal.go): set before its record is appended to the log,
+	// cleared by the apply's last write.
+	Pending *pendingMark `json:"pending,omitempty"`
 }
 
 func decodeOrchState(l lease.Lease) orchState {
@@ -52,7 +53,7 @@ func decodeOrchState(l lease.Lease) orchState {
 }
 
 func (st orchState) encode() json.RawMessage {
-	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 && st.Applied == "" {
+	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 && st.Pending == nil {
 		return nil
 	}
 	b, _ := jsonMarshal(st)

@@ -106,7 +106,7 @@ func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // readJSON reads a JSON file; exists is false if it is missing.
 func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
-	data, err := p.readSealed(path)
+	data, err := p.fs.ReadFile(path)
 	if vfs.IsNotExist(err) {
 		return false, nil
 	}
@@ -114,9 +114,6 @@ func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
 		// A planted link is never followed: the file is unusable, as if
 		// unparseable (symlinks.go).
 		return true, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	if errors.Is(err, ErrCorrupt) {
-		return true, err
 	}
 	if err != nil {
 		return false, err

@@ -36,10 +36,10 @@ func TestSweepStaged(t *testing.T) {
 	mustNoErr(t, err)
 	mustNoErr(t, p.orchQ.Unstage(full.Name))
 	mustNoErr(t, writeFileForTest(p, filepath.Join(p.dir, "queues", "orchestrator", ".staged-"+torn+".json"), whole[:len(whole)/2]))
-	rec := commitRecord{Format: commitFormat, Instance: "committed", Key: instanceKey("committed"), ExecutionID: 1,
-		Publish: []queueRef{{"orchestrator", live}}}
-	data, _ := jsonMarshal(rec)
-	mustNoErr(t, writeFileForTest(p, p.commitPath(instanceKey("committed")), data))
+	liveData, err := p.fs.ReadFile(filepath.Join(p.orchQ.Dir(), ".staged-"+live+".json"))
+	mustNoErr(t, err)
+	logCommit(t, p, &commitRecord{Instance: "committed", Key: instanceKey("committed"), ExecutionID: 1,
+		Publish: []queueRef{{Queue: "orchestrator", Name: live, Data: liveData}}})
 
 	mustNoErr(t, p.sweepStaged(ctx, 0))
 

@@ -1,8 +1,11 @@
 package provider
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/durofs/durofs/lease"
 )
 
 func openT(t testing.TB, dir string, opts Options) *FSProvider {
@@ -29,4 +32,15 @@ func started(inst string) Event {
 
 func md(name, version string) ExecutionMetadata {
 	return ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &version}
+}
+
+// logCommit commits rec for its instance (marks the lease, appends to the
+// log, syncs) and does not apply it: the state a writer killed right after
+// its commit point leaves.
+func logCommit(t *testing.T, p *FSProvider, rec *commitRecord) {
+	t.Helper()
+	g, err := p.leases.Lock(context.Background(), p.lockPath(rec.Key), p.leasePath(rec.Key))
+	mustNoErr(t, err)
+	defer g.Unlock()
+	mustNoErr(t, p.commitLocked([]*lease.Guard{g}, rec))
 }

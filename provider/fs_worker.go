@@ -1,17 +1,17 @@
 package provider
 
 import (
+	"github.com/google/uuid"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/failpoint"
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // workerMessage builds the queue message for an ActivityExecute. Its
@@ -149,29 +149,41 @@ func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration
 	}
 }
 
-// workAckData is the claim Data of an acked work item: the commit record of
-// ack_work_item.
+// workAckData is the claim Data of a work item whose ack is committed or
+// committing: the ack's pending mark (fs_wal.go) and its completion's name.
 type workAckData struct {
+	pendingMark
 	Completion string `json:"completion,omitempty"`
 }
 
-// claimStateAcked marks a claim whose work item was acked but not yet
-// fully cleaned up.
+// claimStateAcked marks a claim whose work ack may not be fully applied.
 const claimStateAcked = "acked"
 
+// workMark returns the commit id a claim marks pending, or "".
+func workMark(c fsqueue.Claim) string {
+	if c.State != claimStateAcked {
+		return ""
+	}
+	var d workAckData
+	if json.Unmarshal(c.Data, &d) != nil {
+		return ""
+	}
+	return d.ID
+}
+
 // AckWorkItem implements Provider. It is atomic across deleting the item and
-// enqueuing the completion:
+// enqueuing the completion; the commit protocol is fs_wal.go's, with the
+// item's claim (under its shard lock) holding the pending mark:
 //
-//  1. under the item's claim flock, verify the token, expiry and that the
-//     item still exists (a cancelled item is gone: permanent error);
-//  2. stage the completion in the orchestrator queue (fsynced, hidden);
-//     crash here: a staged orphan the sweeper removes; the item is still
-//     claimed and is redelivered after expiry;
-//  3. COMMIT: rewrite the claim with state "acked" naming the completion
-//     (atomic replace + fsync + directory fsync); from here the ack happened;
-//  4. publish the completion, delete the item, delete the claim (see
-//     finishWorkAck). A crash anywhere in 4 is finished by the sweeper or by
-//     anyone who finds the acked claim.
+//  1. verify the token, expiry and that the item still exists (a cancelled
+//     item is gone: permanent error);
+//  2. stage the completion (unsynced);
+//  3. mark the claim "acked" with the commit's id, append the record to the
+//     log and wait for the group sync: the commit point;
+//  4. publish the completion, delete the item and its claim, unsynced.
+//
+// A crash after 3 is finished by whoever next takes the claim's lock (the
+// sweep visits acked claims; the checkpoint visits every logged record).
 func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion WorkItem) error {
 	const op = "ack_work_item"
 	completion = derefItem(completion)
@@ -193,6 +205,9 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	var sessionID string
 	var hasSession bool
 	err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+		if err := p.redoWorkAck(g); err != nil {
+			return Retryablef(op, err, "recover pending work ack: %v", err)
+		}
 		c, exists, err := g.Read()
 		if errors.Is(err, fsqueue.ErrCorrupt) {
 			return Permanentf(op, ErrNotFound, "work item not found: its claim is unreadable (%v)", err)
@@ -215,38 +230,34 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		if m, err := p.workQ.Get(name); err == nil {
 			sessionID, hasSession = m.Attrs[attrSession]
 		}
-		var data workAckData
+		rec := &commitRecord{Kind: kindWorkAck, Item: name, ItemToken: ct, CommittedMs: now,
+			Delete: []queueRef{{Queue: "worker", Name: name}}}
 		if completion != nil {
 			m, err := p.orchMessage(completion, now, now, "w:"+name)
 			if err != nil {
 				return Permanentf(op, ErrInvalidWorkItem, "encode completion: %v", err)
 			}
-			if err := p.stageCompletion(m); err != nil {
+			data, err := p.orchQ.Encode(&m)
+			if err != nil {
+				return Permanentf(op, ErrInvalidWorkItem, "encode completion: %v", err)
+			}
+			if err := p.orchQ.StageData(m.Name, data); err != nil {
 				_ = p.orchQ.Unstage(m.Name)
 				return Retryablef(op, err, "stage completion: %v", err)
 			}
-			data.Completion = m.Name
+			rec.Publish = []queueRef{{Queue: "orchestrator", Name: m.Name, Data: data}}
 			failpoint.Hit("workack.after_stage")
 		}
-		raw, _ := json.Marshal(data)
-		held := c
-		c.State, c.Data = claimStateAcked, raw
-		if err := p.commitClaim(g, c); err != nil {
-			// The claim write is the commit point. If only its directory
-			// fsync failed, the acked claim is visible with unknown
-			// durability: put the held claim back so that no recovery
-			// finishes an ack we report as failed. Unstage the completion
-			// only once that worked (else a surviving acked claim still
-			// finds its completion to publish).
-			if g.Write(held) == nil && data.Completion != "" {
-				_ = p.orchQ.Unstage(data.Completion)
+		if err := p.commitWorkAck(g, c, rec); err != nil {
+			for _, r := range rec.Publish {
+				_ = p.orchQ.Unstage(r.Name)
 			}
 			return Retryablef(op, err, "commit work ack: %v", err)
 		}
 		afterCommitPoint("work_ack")
-		failpoint.Hit("workack.after_claim_commit")
-		if err := p.finishWorkAck(name, c.Token, data); err != nil {
-			p.log.Warn("durofs: work ack committed, cleanup deferred to recovery", "item", name, "err", err)
+		failpoint.Hit("workack.after_commit")
+		if err := p.applyWorkAck(g, rec, false); err != nil {
+			p.log.Warn("durofs: work ack committed, apply deferred to recovery", "item", name, "err", err)
 			p.stats.applyDeferred.Add(1)
 		}
 		return nil
@@ -265,94 +276,102 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	return nil
 }
 
-// stageCompletion stages a work ack's completion: fsynced with its
-// directory in per-file mode, unsynced in barrier mode (the commit's
-// barrier covers it).
-func (p *FSProvider) stageCompletion(m fsqueue.Message) error {
-	if p.barrier != nil {
-		return p.orchQ.StageDeferred(m)
+// commitWorkAck marks the claim held as c pending for rec, appends rec to
+// the log and waits for the group sync (see commitLocked). An error before
+// the append puts the claim back as it was.
+func (p *FSProvider) commitWorkAck(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *commitRecord) error {
+	d := workAckData{pendingMark: pendingMark{ID: uuid.NewString(), Hint: p.wal.End()}}
+	for _, r := range rec.Publish {
+		d.Completion = r.Name
 	}
-	if err := p.orchQ.Stage(m); err != nil {
+	rec.CommitID = d.ID
+	payload, err := jsonMarshal(rec)
+	if err != nil {
 		return err
 	}
-	return p.orchQ.SyncDir()
+	held := c
+	c.State = claimStateAcked
+	if c.Data, err = json.Marshal(d); err != nil {
+		return err
+	}
+	if err := g.Write(c); err != nil {
+		return fmt.Errorf("mark claim: %w", err)
+	}
+	failpoint.Hit("workack.after_mark")
+	_, end, err := p.wal.Append(payload)
+	if err != nil {
+		_ = g.Write(held)
+		return err
+	}
+	return p.wal.Sync(context.Background(), end)
 }
 
-// commitClaim writes the acked claim, the work ack's commit point: a
-// durable replace in per-file mode; in barrier mode one barrier (covering
-// the staged completion too) and a claims-directory fsync.
-func (p *FSProvider) commitClaim(g *fsqueue.ClaimGuard, c fsqueue.Claim) error {
-	if p.barrier != nil {
-		return g.Commit(c, p.barrier.Sync, p.claimsSync.Sync)
+// applyWorkAck applies a committed work ack, unsynced and idempotently (the
+// caller holds the claim's shard lock): publish the completion (a replay
+// writes it from the record), delete the item, then the claim - which held
+// the mark, so it goes last.
+func (p *FSProvider) applyWorkAck(g *fsqueue.ClaimGuard, rec *commitRecord, replay bool) error {
+	if err := p.publish(rec.Publish, replay); err != nil {
+		return err
 	}
-	return g.Write(c)
-}
-
-// finishWorkAck applies a committed work ack (idempotent; the caller holds
-// the claim's shard flock). Order matters for power loss: the completion is
-// published and its directory synced; then the item is deleted and the
-// worker directory synced; only then the acked claim (the commit record)
-// goes. A claim that reappears after a power loss is applied again: Publish
-// finds nothing staged, Delete finds nothing. In barrier mode nothing is
-// synced and the acked claim stays until a later barrier covers this
-// apply; then the cleaner removes it (fs_barrier.go).
-func (p *FSProvider) finishWorkAck(name, token string, data workAckData) error {
-	if data.Completion != "" {
-		if _, err := p.orchQ.Publish(data.Completion); err != nil {
-			return fmt.Errorf("publish completion: %w", err)
-		}
-		failpoint.Hit("workack.after_publish")
-		if p.barrier == nil {
-			if err := p.orchQ.SyncDir(); err != nil {
-				return fmt.Errorf("sync orchestrator queue: %w", err)
-			}
-		}
-		failpoint.Hit("workack.after_publish_sync")
-	}
-	if err := p.workQ.DeleteMessage(name); err != nil {
+	failpoint.Hit("workack.after_publish")
+	if err := p.workQ.DeleteMessage(rec.Item); err != nil {
 		return fmt.Errorf("delete work item: %w", err)
 	}
-	if p.barrier != nil {
-		failpoint.Hit("workack.after_message_delete")
-		p.scheduleCleanup(true, name, token)
-		return nil
-	}
-	if err := p.workQ.SyncDir(); err != nil {
-		return fmt.Errorf("sync worker queue: %w", err)
-	}
 	failpoint.Hit("workack.after_message_delete")
-	if err := p.workQ.DeleteClaim(name); err != nil {
+	c, exists, err := g.Read()
+	if err == nil && exists && c.State != "" && workMark(c) != rec.CommitID {
+		return nil // a later ack of a re-created item? not ours to remove
+	}
+	if err := p.workQ.DeleteClaim(rec.Item); err != nil {
 		return fmt.Errorf("delete claim: %w", err)
 	}
 	failpoint.Hit("workack.after_claim_delete")
-	if err := p.workQ.SyncClaimsDir(); err != nil {
-		return fmt.Errorf("sync claims: %w", err)
-	}
 	return nil
 }
 
-// workAckApplied reports whether an acked claim's apply has finished: its
-// work item is gone and its completion is no longer staged. (Barrier mode
-// keeps such claims until a later barrier covers the apply.)
-func (p *FSProvider) workAckApplied(name string, c fsqueue.Claim) bool {
-	if c.State != claimStateAcked {
-		return false
+// redoWorkAck finishes the work ack a claim marks pending, if any: found in
+// the log, it is made durable and applied; not found, it never committed,
+// and the claim is put back to held (it expires like any lease) and the
+// staged completion removed.
+func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
+	c, exists, err := g.Read()
+	if errors.Is(err, fsqueue.ErrCorrupt) || !exists {
+		return nil // an unreadable claim is volatile, never a mark we need
 	}
-	if _, err := p.fs.Lstat(filepath.Join(p.workQ.Dir(), name+".json")); !vfs.IsNotExist(err) {
-		return false
+	if err != nil || c.State != claimStateAcked {
+		return err
 	}
-	var data workAckData
-	if err := json.Unmarshal(c.Data, &data); err != nil {
-		return false
+	var d workAckData
+	if json.Unmarshal(c.Data, &d) != nil || d.ID == "" {
+		return nil
 	}
-	if data.Completion == "" {
-		return true
+	if err := p.wal.Err(); err != nil {
+		return err
 	}
-	_, err := p.fs.Lstat(filepath.Join(p.orchQ.Dir(), ".staged-"+data.Completion+".json"))
-	return vfs.IsNotExist(err)
+	lr, err := p.findRecord(&d.pendingMark)
+	if err != nil {
+		return err
+	}
+	if lr == nil {
+		failpoint.Hit("workack.redo_no_record")
+		if d.Completion != "" {
+			if err := p.orchQ.Unstage(d.Completion); err != nil {
+				return err
+			}
+		}
+		c.State, c.Data = "", nil
+		return g.Write(c)
+	}
+	if err := p.wal.SyncThrough(lr.end); err != nil {
+		return err
+	}
+	failpoint.Hit("workack.redo_start")
+	return p.applyWorkAck(g, lr.rec, false)
 }
 
-// finishAckedClaims completes work acks whose cleanup was interrupted.
+// finishAckedClaims settles every claim marked acked whose writer died:
+// applied if its record is in the log, put back if not.
 func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 	names, err := p.workQ.Claims()
 	if err != nil {
@@ -360,29 +379,15 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, name := range names {
-		err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
-			c, exists, err := g.Read()
-			if errors.Is(err, fsqueue.ErrCorrupt) {
-				// A volatile claim a power loss left unreadable: never an
-				// acked one (those are durable), so nothing to finish.
-				return nil
-			}
-			if err != nil || !exists || c.State != claimStateAcked {
-				return err
-			}
-			if p.barrier != nil && p.workAckApplied(name, c) {
-				p.scheduleCleanup(true, name, c.Token) // done; only the claim is left
-				return nil
-			}
-			var data workAckData
-			_ = json.Unmarshal(c.Data, &data)
-			n++
-			failpoint.Hit("workack.redo_start")
-			return p.finishWorkAck(name, c.Token, data)
-		})
+		c, exists, err := p.workQ.PeekClaim(name)
+		if err != nil || !exists || c.State != claimStateAcked {
+			continue
+		}
+		err = p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error { return p.redoWorkAck(g) })
 		if err != nil {
 			return n, err
 		}
+		n++
 	}
 	return n, nil
 }

@@ -434,82 +434,21 @@ func (r *fsckRun) scan(ctx context.Context) error {
 // ---------------------------------------------------------------------------
 // Commit records
 
-// scanCommits checks deletion groups and commit records of keys without an
-// instance directory; the others are checked with their instance.
+// scanCommits checks that the write-ahead log reads back since its
+// checkpoint and is not poisoned; records still marked pending are checked
+// with their instances (and work acks with their claims).
 func (r *fsckRun) scanCommits(ctx context.Context) error {
-	dir := filepath.Join(r.p.dir, "commits")
-	names, err := r.p.fs.ReadDirNames(dir)
+	path := filepath.Join(r.p.dir, "wal")
+	recs, _, _, err := r.p.scanLog()
 	if err != nil {
-		return fmt.Errorf("durofs fsck: list %s: %w", dir, err)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		name, ok := strings.CutSuffix(n, ".json")
-		if !ok || strings.HasPrefix(n, ".") {
-			continue // temporary files are checked with the others
-		}
-		r.checked.Commits++
-		if strings.HasPrefix(name, groupPrefix) {
-			if err := r.checkGroup(ctx, name); err != nil {
-				return err
-			}
-			continue
-		}
-		if _, err := r.p.fs.Lstat(r.p.instDir(name)); vfs.IsNotExist(err) {
-			if err := r.checkInstance(ctx, name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// checkGroup checks a deletion group record.
-func (r *fsckRun) checkGroup(ctx context.Context, group string) error {
-	path := r.p.commitPath(group)
-	data, err := r.p.readSealed(path)
-	if vfs.IsNotExist(err) {
+		f := r.add(FsckUnparseable, SeverityError, path, "write-ahead log cannot be read: %v", err)
+		f.Action = "not repairable by fsck: keep a copy of wal/ and report it"
 		return nil
 	}
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		r.ioError(path, err)
-		return nil
-	}
-	var rec commitRecord
-	if err == nil {
-		err = json.Unmarshal(data, &rec)
-	}
-	if err != nil {
-		f := r.add(FsckUnparseable, SeverityError, path, "deletion group record cannot be parsed: %v", err)
-		f.Action = "fsck --repair moves it to quarantine/, which aborts the deletion (its instances are kept)"
-		if r.repair {
-			dest, err := r.quarantineFile(path, fmt.Sprintf("unparseable deletion group record: %v", err))
-			r.fixed(f, err, "moved to "+dest+"; the deletion is aborted and its instances are kept")
-		}
-		return nil
-	}
-	keys := slices.Clone(rec.Keys)
-	sort.Strings(keys)
-	if len(keys) > 0 {
-		// Its deleter holds every instance's flock until it returns: once we
-		// hold the first, a record still there is a dead deleter's.
-		g, err := r.p.leases.Lock(ctx, r.p.lockPath(keys[0]), r.p.leasePath(keys[0]))
-		if err != nil {
-			return fmt.Errorf("durofs fsck: lock %s: %w", keys[0], err)
-		}
-		_, serr := r.p.fs.Lstat(path)
-		g.Unlock()
-		if vfs.IsNotExist(serr) {
-			return nil
-		}
-	}
-	f := r.add(FsckPendingCommit, SeverityWarning, path, "committed deletion of %d instance(s) not finished", len(keys))
-	f.Action = "fsck --repair (or any durofs process's recovery) finishes the deletion"
-	if r.repair {
-		r.fixed(f, r.p.recoverDeleteGroup(ctx, group), "deletion finished")
+	r.checked.Commits += len(recs)
+	if err := r.p.wal.CheckShared(); err != nil {
+		f := r.add(FsckPendingCommit, SeverityError, path, "%v", err)
+		f.Action = "close every process using the directory; the first to reopen it alone replays the log"
 	}
 	return nil
 }
@@ -518,8 +457,10 @@ func describeCommit(rec *commitRecord) string {
 	switch rec.Kind {
 	case kindPrune:
 		return fmt.Sprintf("prune of executions %v of %q not finished", rec.PruneExecutions, rec.Instance)
-	case kindDeleteIntent:
-		return fmt.Sprintf("delete intent of %q (group %s) not finished", rec.Instance, rec.Group)
+	case kindDelete:
+		return fmt.Sprintf("deletion of %d instance(s) not finished", len(rec.Members))
+	case kindWorkAck:
+		return fmt.Sprintf("ack of work item %s not finished", rec.Item)
 	}
 	return fmt.Sprintf("ack of %q execution %d (fence %d) committed at %s not finished: %d event(s) to append, %d message(s) to publish, %d to delete",
 		rec.Instance, rec.ExecutionID, rec.Fence, fmtMs(rec.CommittedMs), len(rec.History), len(rec.Publish), len(rec.Delete))
@@ -657,41 +598,39 @@ func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
 	return nil
 }
 
-// checkCommitRecord checks commits/<key>.json (g nil: unlocked report
-// only) and reports whether a commit is still pending afterwards.
+// checkCommitRecord checks the commit an instance's lease marks pending (g
+// nil: unlocked report only) and reports whether one is still pending
+// afterwards.
 func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key string) (pending bool) {
-	path := r.p.commitPath(key)
-	data, err := r.p.readSealed(path)
-	if vfs.IsNotExist(err) {
+	var cur lease.Lease
+	var err error
+	if g != nil {
+		cur, _, err = g.Read()
+	} else {
+		cur, _, err = r.p.leases.Inspect(ctx, r.p.lockPath(key), r.p.leasePath(key))
+	}
+	if err != nil {
+		return false // an unreadable lease is reported by its own check
+	}
+	st := decodeOrchState(cur)
+	if st.Pending == nil {
 		return false
 	}
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		r.ioError(path, err)
+	path := r.p.leasePath(key)
+	lr, err := r.p.findRecord(st.Pending)
+	if err != nil {
+		r.ioError(filepath.Join(r.p.dir, "wal"), err)
 		return true
 	}
-	var rec commitRecord
-	jerr := err
-	if jerr == nil {
-		jerr = json.Unmarshal(data, &rec)
-	}
-	if jerr != nil {
-		if data == nil {
-			data, _ = r.p.fs.ReadFile(path) // quarantined as found
-		}
-		f := r.add(FsckUnparseable, SeverityError, path, "commit record cannot be parsed: %v", jerr)
-		f.Action = "fsck --repair moves it to quarantine/ (the commit it recorded is lost)"
+	if lr == nil {
+		f := r.add(FsckPendingCommit, SeverityInfo, path, "marks commit %s pending, which is not in the log (its writer died before committing)", st.Pending.ID)
+		f.Action = "fsck --repair (or the next fetch) clears the mark"
 		if r.repair && g != nil {
-			r.fixed(f, r.p.quarantineCommit(key, data, jerr), "moved to quarantine/ (commit-"+key+"-*.json); the commit it recorded is lost")
-			return !f.Repaired
+			r.fixed(f, r.p.redoPending(ctx, g, key), "mark cleared")
 		}
-		return true
-	}
-	if r.p.appliedRecordOnDisk(ctx, key, &rec) {
-		// Barrier mode: applied in this boot, waiting for a cleaner to
-		// remove it after the next barrier (fs_barrier.go). Not a finding.
 		return false
 	}
-	f := r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(&rec))
+	f := r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(lr.rec))
 	f.Action = "fsck --repair (or any durofs process's recovery) applies it"
 	if r.repair && g != nil {
 		r.fixed(f, r.p.redoPending(ctx, g, key), "applied")
@@ -1002,10 +941,10 @@ func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint
 	return nf, nil
 }
 
-// writeJSONFile atomically replaces path with v, sealed (temp file, fsync,
-// rename, directory fsync).
+// writeJSONFile atomically replaces path with v (temp file, fsync, rename,
+// directory fsync).
 func (r *fsckRun) writeJSONFile(path string, v any) error {
-	data, err := r.p.marshalSealed(path, v)
+	data, err := jsonMarshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
@@ -1171,25 +1110,16 @@ func (r *fsckRun) checkMessage(ctx context.Context, qname string, q *fsqueue.Que
 	r.fixed(f, err, "moved to "+dest)
 }
 
-// stagedNamedByCommit reports whether a pending commit record or an acked
-// claim names the staged message name (read without locks: used only to
-// keep a damaged staged file, never to remove one).
+// stagedNamedByCommit reports whether a record of the log since its
+// checkpoint publishes the staged message name (read without locks: used
+// only to keep a damaged staged file, never to remove one).
 func (r *fsckRun) stagedNamedByCommit(name string) bool {
-	if pcs, err := r.p.PendingCommits(context.Background()); err == nil {
-		for _, pc := range pcs {
-			var rec commitRecord
-			if ok, err := r.p.readJSON(pc.Path, &rec); err == nil && ok &&
-				slices.ContainsFunc(rec.Publish, func(q queueRef) bool { return q.Name == name }) {
-				return true
-			}
-		}
+	recs, _, _, err := r.p.scanLog()
+	if err != nil {
+		return true // cannot tell: keep it
 	}
-	claims, _ := r.p.workQ.Claims()
-	for _, c := range claims {
-		data, err := r.p.fs.ReadFile(filepath.Join(r.p.workQ.Dir(), "claims", c+".json"))
-		var cl fsqueue.Claim
-		var d workAckData
-		if err == nil && json.Unmarshal(data, &cl) == nil && json.Unmarshal(cl.Data, &d) == nil && d.Completion == name {
+	for _, lr := range recs {
+		if slices.ContainsFunc(lr.rec.Publish, func(q queueRef) bool { return q.Name == name }) {
 			return true
 		}
 	}
@@ -1262,12 +1192,7 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 		return orphan("that names no source commit")
 	}
 	if _, err := p.fs.Lstat(p.instDir(src)); vfs.IsNotExist(err) {
-		if _, err := p.fs.Lstat(p.commitPath(src)); vfs.IsNotExist(err) {
-			return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
-		}
-		if !r.repair {
-			return nil // a pending commit of an instance without a directory
-		}
+		return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
 	}
 	g, err := p.leases.Lock(ctx, p.lockPath(src), p.leasePath(src))
 	if err != nil {
@@ -1278,13 +1203,15 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 		return nil
 	}
 	defer g.Unlock()
-	var rec commitRecord
-	exists, err := p.readJSON(p.commitPath(src), &rec)
+	cur, _, err := g.Read()
 	if err != nil {
-		return nil // an unparseable or unreadable record is reported with its instance
+		return nil // an unreadable lease is reported with its instance
 	}
-	if exists && slices.ContainsFunc(rec.Publish, func(q queueRef) bool { return q.Name == name }) {
-		return nil // committed: the redo publishes it
+	if st := decodeOrchState(cur); st.Pending != nil {
+		lr, err := p.findRecord(st.Pending)
+		if err != nil || (lr != nil && slices.ContainsFunc(lr.rec.Publish, func(q queueRef) bool { return q.Name == name })) {
+			return nil // committed: the redo publishes it
+		}
 	}
 	return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
 }
@@ -1325,8 +1252,6 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 		}
 		_, serr := r.p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+name+".json"))
 		switch {
-		case c.State != "" && qname == "worker" && r.p.workAckApplied(name, c):
-			// Barrier mode: applied, waiting for a cleaner (fs_barrier.go).
 		case c.State != "" && qname == "worker":
 			var data workAckData
 			_ = json.Unmarshal(c.Data, &data)
@@ -1336,7 +1261,7 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 			}
 			f.Action = "fsck --repair (or any durofs process's recovery) finishes it"
 			if r.repair {
-				r.fixed(f, r.p.finishWorkAck(name, c.Token, data), "finished: completion published, item and claim deleted")
+				r.fixed(f, r.p.redoWorkAck(g), "finished: applied if its record is in the log, else the claim is put back")
 			}
 		case !msgExists && vfs.IsNotExist(serr):
 			f := r.add(FsckOrphanClaim, SeverityWarning, path, "claim of a %s message that no longer exists", qname)

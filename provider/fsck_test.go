@@ -118,34 +118,11 @@ func TestFsckKinds(t *testing.T) {
 			kind: FsckUnparseable, path: "sessions/s1.json", severity: SeverityError, repairable: true,
 		},
 		{
-			name: "unparseable commit record",
+			name: "committed deletion not applied",
 			damage: func(t *testing.T, p *FSProvider, dir string) {
-				mustNoErr(t, os.WriteFile(p.commitPath("a"), []byte(`{"format":`), 0o600))
+				logCommit(t, p, &commitRecord{Kind: kindDelete, Key: "a", Members: []deleteMember{{Key: "a", Instance: "a"}}})
 			},
-			kind: FsckUnparseable, path: "commits/a.json", severity: SeverityError, repairable: true,
-		},
-		{
-			name: "unparseable deletion group",
-			damage: func(t *testing.T, p *FSProvider, dir string) {
-				mustNoErr(t, os.WriteFile(p.commitPath(groupPrefix+"x"), []byte(`{`), 0o600))
-			},
-			kind: FsckUnparseable, path: "commits/~del-x.json", severity: SeverityError, repairable: true,
-			check: func(t *testing.T, p *FSProvider) {
-				if f, _ := p.readInstanceFile("a"); f == nil {
-					t.Error("quarantining a group record deleted an instance")
-				}
-			},
-		},
-		{
-			name: "committed deletion with its intent pending",
-			damage: func(t *testing.T, p *FSProvider, dir string) {
-				group := groupPrefix + "g1"
-				intent, _ := jsonMarshal(commitRecord{Format: commitFormat, Kind: kindDeleteIntent, Key: "a", Instance: "a", Group: group})
-				mustNoErr(t, os.WriteFile(p.commitPath("a"), intent, 0o600))
-				grec, _ := jsonMarshal(commitRecord{Format: commitFormat, Kind: kindDeleteGroup, Keys: []string{"a"}})
-				mustNoErr(t, os.WriteFile(p.commitPath(group), grec, 0o600))
-			},
-			kind: FsckPendingCommit, path: "commits/~del-g1.json", severity: SeverityWarning, repairable: true,
+			kind: FsckPendingCommit, path: "instances/a/lease.json", severity: SeverityWarning, repairable: true,
 			check: func(t *testing.T, p *FSProvider) {
 				if f, _ := p.readInstanceFile("a"); f != nil {
 					t.Error("the committed deletion of a was not applied")
@@ -255,8 +232,7 @@ func TestFsckReadOnlyOpen(t *testing.T) {
 	dir := t.TempDir()
 	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
 	completeForFsck(t, p, "a")
-	rec, _ := jsonMarshal(commitRecord{Format: commitFormat, Instance: "a", Key: "a", ExecutionID: 1, HistoryBase: 2})
-	mustNoErr(t, os.WriteFile(p.commitPath("a"), rec, 0o600))
+	logCommit(t, p, &commitRecord{Instance: "a", Key: "a", ExecutionID: 1, HistoryBase: 2})
 	ro, err := OpenReadOnly(dir, Options{Logger: quietLog})
 	mustNoErr(t, err)
 	defer ro.Close()
@@ -265,11 +241,11 @@ func TestFsckReadOnlyOpen(t *testing.T) {
 	if d.PendingCommit == nil || d.PendingCommit.Kind != "ack" || d.Status != "Completed" || len(d.ExecutionDetails) != 1 {
 		t.Errorf("InstanceDetail: %+v", d)
 	}
-	if rep := fsckT(t, dir, false); findingOf(rep, FsckPendingCommit, "commits/a.json") == nil {
+	if rep := fsckT(t, dir, false); findingOf(rep, FsckPendingCommit, "instances/a/lease.json") == nil {
 		t.Errorf("pending commit not reported: %+v", rep.Findings)
 	}
-	if _, err := os.Stat(p.commitPath("a")); err != nil {
-		t.Errorf("a read-only check removed the commit record: %v", err)
+	if pcs, err := p.PendingCommits(context.Background()); err != nil || len(pcs) != 1 {
+		t.Errorf("a read-only check finished the pending commit: %v %v", pcs, err)
 	}
 	if _, err := OpenReadOnly(t.TempDir(), Options{}); !errors.Is(err, ErrNotDurofsDir) {
 		t.Errorf("OpenReadOnly of an empty directory: %v", err)

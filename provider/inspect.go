@@ -17,12 +17,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
+	"github.com/durofs/durofs/wal"
 )
 
 // ErrNotDurofsDir is returned by OpenReadOnly and Fsck for a directory that
@@ -59,6 +59,11 @@ func openUnrecovered(dir string, opts Options) (*FSProvider, error) {
 		}
 	}
 	p := newFSProvider(dir, opts, "inspect")
+	l, err := wal.OpenReadOnly(base, filepath.Join(dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log})
+	if err != nil {
+		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
+	}
+	p.wal = l
 	if err := p.openQueues(); err != nil {
 		return nil, err
 	}
@@ -174,15 +179,17 @@ type ExecutionDetail struct {
 	Problem string `json:"problem,omitempty"`
 }
 
-// PendingCommitInfo describes a commit record in commits/: an ack, append,
-// prune or deletion whose commit point passed but whose apply has not
-// finished (normally seen only for an instant, or after a crash until the
-// next recovery).
+// PendingCommitInfo describes a write-ahead log record whose commit point
+// passed but whose apply has not finished: a lease or claim still marks it
+// (normally seen only for an instant, or after a crash until the next
+// recovery).
 type PendingCommitInfo struct {
-	// Path is the record's path; Key its instance key (or group name).
-	Path string `json:"path"`
-	Key  string `json:"key"`
-	// Kind is "ack" (also appends), "prune", "delete-intent" or "delete".
+	// LSN is the record's position in the log ("segment:offset"); ID its
+	// commit id; Key the instance key (or work item) whose mark names it.
+	LSN string `json:"lsn"`
+	ID  string `json:"id"`
+	Key string `json:"key"`
+	// Kind is "ack" (also appends), "prune", "delete" or "work_ack".
 	Kind          string `json:"kind"`
 	Instance      string `json:"instance,omitempty"`
 	ExecutionID   uint64 `json:"execution_id,omitempty"`
@@ -191,14 +198,8 @@ type PendingCommitInfo struct {
 	Events        int    `json:"events"`
 	Publish       int    `json:"publish"`
 	Delete        int    `json:"delete"`
-	// Group is the deletion group of a delete-intent; Keys the instances of
-	// a deletion group.
-	Group string   `json:"group,omitempty"`
-	Keys  []string `json:"keys,omitempty"`
-	// ModTime is the record file's modification time.
-	ModTime time.Time `json:"mod_time"`
-	// Problem is set when the record cannot be parsed.
-	Problem string `json:"problem,omitempty"`
+	// Keys are the instances of a deletion.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // QueuedMessage is a message header of a queue: its queue ("orchestrator"
@@ -294,8 +295,13 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 	if li, ok := p.instanceLease(ctx, key, instance); ok {
 		d.Lease = &li
 	}
-	if pc, ok := p.pendingCommit(key); ok {
-		d.PendingCommit = &pc
+	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
+		if st := decodeOrchState(cur); st.Pending != nil {
+			if lr, err := p.findRecord(st.Pending); err == nil && lr != nil {
+				pc := pendingInfo(*lr, key)
+				d.PendingCommit = &pc
+			}
+		}
 	}
 	for _, q := range []struct {
 		name string
@@ -342,61 +348,49 @@ func (p *FSProvider) executionDetail(key string, id uint64) ExecutionDetail {
 	return ed
 }
 
-// pendingCommit reads commits/<name>.json, if it exists.
-func (p *FSProvider) pendingCommit(name string) (PendingCommitInfo, bool) {
-	path := p.commitPath(name)
-	fi, err := p.fs.Lstat(path)
-	if err != nil {
-		return PendingCommitInfo{}, false
-	}
-	pc := PendingCommitInfo{Path: path, Key: name, ModTime: fi.ModTime()}
-	data, err := p.readSealed(path)
-	if err != nil {
-		if vfs.IsNotExist(err) {
-			return PendingCommitInfo{}, false
-		}
-		pc.Problem = err.Error()
-		return pc, true
-	}
-	var rec commitRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		pc.Problem = fmt.Sprintf("%s: unparseable commit record: %v", path, err)
-		return pc, true
-	}
-	if p.appliedRecordOnDisk(context.Background(), name, &rec) {
-		return PendingCommitInfo{}, false // applied; a cleaner removes it (fs_barrier.go)
-	}
-	pc.Kind = rec.Kind
-	if pc.Kind == "" {
+// pendingInfo describes a logged record for PendingCommits.
+func pendingInfo(lr loggedRecord, key string) PendingCommitInfo {
+	rec := lr.rec
+	pc := PendingCommitInfo{LSN: lr.lsn.String(), ID: rec.CommitID, Key: key, Kind: rec.Kind,
+		Instance: rec.Instance, ExecutionID: rec.ExecutionID, Fence: rec.Fence, CommittedAtMs: rec.CommittedMs,
+		Events: len(rec.History), Publish: len(rec.Publish), Delete: len(rec.Delete)}
+	switch rec.Kind {
+	case "":
 		pc.Kind = "ack"
-	}
-	pc.Instance, pc.ExecutionID, pc.Fence, pc.CommittedAtMs = rec.Instance, rec.ExecutionID, rec.Fence, rec.CommittedMs
-	pc.Events, pc.Publish, pc.Delete = len(rec.History), len(rec.Publish), len(rec.Delete)
-	pc.Group, pc.Keys = rec.Group, rec.Keys
-	if pc.Kind == kindPrune {
+	case kindPrune:
 		pc.Events = len(rec.PruneExecutions)
+	case kindDelete:
+		for _, m := range rec.Members {
+			pc.Keys = append(pc.Keys, m.Key)
+			pc.Delete += len(m.Delete)
+		}
 	}
-	return pc, true
+	return pc
 }
 
-// PendingCommits lists the commit records in commits/ whose apply has not
-// finished (normally none; barrier mode's applied records waiting for their
-// cleaner are not listed).
+// PendingCommits lists the records of the write-ahead log (since its last
+// checkpoint) that a lease or claim still marks pending: committed, not yet
+// (fully) applied. Read without locks: a commit being applied right now may
+// be listed.
 func (p *FSProvider) PendingCommits(ctx context.Context) ([]PendingCommitInfo, error) {
-	dir := filepath.Join(p.dir, "commits")
-	names, err := p.fs.ReadDirNames(dir)
+	recs, _, _, err := p.scanLog()
 	if err != nil {
-		return nil, fmt.Errorf("durofs: list %s: %w", dir, err)
+		return nil, fmt.Errorf("durofs: read the write-ahead log: %w", err)
 	}
-	sort.Strings(names)
 	var out []PendingCommitInfo
-	for _, n := range names {
-		name, ok := strings.CutSuffix(n, ".json")
-		if !ok || vfs.IsTemp(n) {
+	for _, lr := range recs {
+		if lr.rec.Kind == kindWorkAck {
+			if c, ok, err := p.workQ.PeekClaim(lr.rec.Item); err == nil && ok && workMark(c) == lr.rec.CommitID {
+				out = append(out, pendingInfo(lr, lr.rec.Item))
+			}
 			continue
 		}
-		if pc, ok := p.pendingCommit(name); ok {
-			out = append(out, pc)
+		for _, k := range keysOf(lr.rec) {
+			cur, _, err := p.leases.Inspect(ctx, p.lockPath(k), p.leasePath(k))
+			if st := decodeOrchState(cur); err == nil && st.Pending != nil && st.Pending.ID == lr.rec.CommitID {
+				out = append(out, pendingInfo(lr, k))
+				break
+			}
 		}
 	}
 	return out, nil

@@ -44,16 +44,11 @@ func writeFaults(publish string) []ioFault {
 
 // memProvider opens a provider on a fresh strict MemFS with a manual clock.
 func memProvider(t *testing.T) (*FSProvider, *vfs.MemFS, *clock.Manual) {
-	return memProviderMode(t, CommitAuto)
-}
-
-// memProviderMode is memProvider with a commit mode.
-func memProviderMode(t *testing.T, mode CommitSync) (*FSProvider, *vfs.MemFS, *clock.Manual) {
 	t.Helper()
 	mem := vfs.NewStrictMem()
 	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
 	clk := clock.NewManual(time.Now())
-	return openT(t, "/d", Options{FS: mem, Clock: clk, SweepInterval: -1, CommitSync: mode}), mem, clk
+	return openT(t, "/d", Options{FS: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1}), mem, clk
 }
 
 // wantFault checks that err is a retryable error caused by the fault.
@@ -216,8 +211,7 @@ func TestInstanceLeaseIOFault(t *testing.T) {
 }
 
 // TestWorkClaimIOFault: the same for a work item's claim (fetch, renew and
-// abandon rewrite it: temp file, fsync, rename, directory fsync in per-file
-// mode; in barrier mode claims are volatile like leases - no fsync at all -
+// abandon rewrite it; claims are volatile like leases - no fsync at all -
 // so only the create, write and rename faults apply).
 // A fault before the rename changes nothing; the call fails retryably and
 // the next one succeeds. A failed directory fsync comes after the rename:
@@ -231,30 +225,23 @@ func TestWorkClaimIOFault(t *testing.T) {
 	fetch := func(p *FSProvider) (*LockedWorkItem, error) {
 		return p.FetchWorkItem(ctx, lock, 0, nil, TagFilter{})
 	}
-	for _, mode := range []CommitSync{CommitPerFile, CommitBarrier} {
-		t.Run(mode.String(), func(t *testing.T) { workClaimIOFaults(t, mode, fetch) })
-	}
+	workClaimIOFaults(t, fetch)
 }
 
-func workClaimIOFaults(t *testing.T, mode CommitSync, fetch func(p *FSProvider) (*LockedWorkItem, error)) {
+func workClaimIOFaults(t *testing.T, fetch func(p *FSProvider) (*LockedWorkItem, error)) {
 	ctx := context.Background()
 	const lock = time.Minute
 	setup := func(t *testing.T) (*FSProvider, *vfs.MemFS, *clock.Manual) {
-		p, mem, clk := memProviderMode(t, mode)
+		p, mem, clk := memProvider(t)
 		mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "wf", ExecutionID: 1, ID: 1, Name: "a"}))
 		return p, mem, clk
 	}
 	for _, f := range writeFaults("rename") {
-		if mode == CommitBarrier && (f.op == "sync" || f.op == "syncdir") {
+		if f.op == "sync" || f.op == "syncdir" {
 			continue // volatile claims are never synced
 		}
 		afterRename := f.op == "syncdir"
-		// In barrier mode claims are recycled: a new claim is a spare
-		// renamed into place, a replaced one a spare exchanged with it.
 		replace := f
-		if mode == CommitBarrier && f.op == "rename" {
-			replace.name, replace.op = "exchange fails (EIO)", "exchange"
-		}
 		t.Run("fetch/"+f.name, func(t *testing.T) {
 			p, mem, clk := setup(t)
 			f.inject(mem)

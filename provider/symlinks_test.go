@@ -384,61 +384,6 @@ func TestLinkedInstanceFilesAreNotFollowed(t *testing.T) {
 	}
 }
 
-// TestLinkedCommitRecordIsQuarantined: a link in place of a commit record
-// (pointing at a valid-looking record that would append an event) is not
-// ours: recovery moves the link to quarantine/ and applies nothing.
-func TestLinkedCommitRecordIsQuarantined(t *testing.T) {
-	ctx := context.Background()
-	for _, group := range []bool{false, true} {
-		t.Run(fmt.Sprint("group=", group), func(t *testing.T) {
-			dir := t.TempDir()
-			p := openT(t, dir, Options{SweepInterval: -1})
-			createInstance(t, p, "victim")
-			key := instanceKey("victim")
-			ev := started("victim")
-			ev.EventID, ev.Kind = 2, ExternalEvent{Name: "forged", Data: "1"}
-			raw, _ := ev.MarshalJSON()
-			rec := commitRecord{Format: commitFormat, Instance: "victim", Key: key, ExecutionID: 1, HistoryBase: 1,
-				History: [][]byte{raw}, HistoryIDs: []uint64{2}}
-			name := key
-			if group {
-				rec = commitRecord{Format: commitFormat, Kind: "delete", Keys: []string{key}}
-				name = groupPrefix + "forged"
-			}
-			data, _ := jsonMarshal(rec)
-			out := newOutside(t)
-			link := p.commitPath(name)
-			plantLink(t, link, out.file(t, "rec.json", data))
-			out.seal(t)
-			mustNoErr(t, p.Close())
-
-			p2 := openT(t, dir, Options{SweepInterval: -1}) // recovery
-			if _, err := os.Lstat(link); !os.IsNotExist(err) {
-				t.Fatalf("the linked commit record is still in commits/: %v", err)
-			}
-			h, err := p2.Read(ctx, "victim")
-			if err != nil || len(h) != 1 {
-				t.Fatalf("history after recovery = %d events, %v; want the 1 real event (nothing applied)", len(h), err)
-			}
-			q, _ := os.ReadDir(filepath.Join(dir, "quarantine"))
-			var links, reasons int
-			for _, e := range q {
-				if strings.HasSuffix(e.Name(), ".reason") {
-					reasons++
-				} else if e.Type()&fs.ModeSymlink != 0 {
-					links++
-				}
-			}
-			if links != 1 || reasons != 1 {
-				t.Fatalf("quarantine/ holds %d links and %d reasons, want 1 and 1", links, reasons)
-			}
-			out.untouched(t)
-		})
-	}
-}
-
-// TestLinkedSessionFileIsReplaced: a link in place of a session's lease
-// (to a row "owned" by someone else for a day) follows the lease rule: the
 // session is free, and claiming it replaces the link.
 func TestLinkedSessionFileIsReplaced(t *testing.T) {
 	ctx := context.Background()

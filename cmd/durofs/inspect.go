@@ -172,21 +172,18 @@ func describeLease(l *provider.LeaseInfo, now time.Time) string {
 		l.State, l.Owner, l.Fence, l.Batch, fmtTime(l.ExpiresAtMs), fmtRel(l.ExpiresAtMs, now))
 }
 
-// describeCommit describes a pending commit record.
+// describeCommit describes a pending commit (a log record still marked).
 func describeCommit(pc provider.PendingCommitInfo) string {
-	if pc.Problem != "" {
-		return "UNPARSEABLE: " + pc.Problem
-	}
 	switch pc.Kind {
 	case "prune":
-		return fmt.Sprintf("prune of %d execution(s) (%s)", pc.Events, pc.Path)
-	case "delete-intent":
-		return fmt.Sprintf("deletion intent of group %s (%s)", pc.Group, pc.Path)
+		return fmt.Sprintf("prune of %d execution(s) (log record %s at %s)", pc.Events, pc.ID, pc.LSN)
 	case "delete":
-		return fmt.Sprintf("deletion group of %d instance(s) (%s)", len(pc.Keys), pc.Path)
+		return fmt.Sprintf("deletion of %d instance(s) (log record %s at %s)", len(pc.Keys), pc.ID, pc.LSN)
+	case "work_ack":
+		return fmt.Sprintf("ack of work item %s: %d completion(s) to publish (log record %s at %s)", pc.Key, pc.Publish, pc.ID, pc.LSN)
 	}
-	return fmt.Sprintf("%s of execution %d, fence %d, committed %s: %d event(s), %d message(s) to publish, %d to delete (%s)",
-		pc.Kind, pc.ExecutionID, pc.Fence, fmtTime(pc.CommittedAtMs), pc.Events, pc.Publish, pc.Delete, pc.Path)
+	return fmt.Sprintf("%s of execution %d, fence %d, committed %s: %d event(s), %d message(s) to publish, %d to delete (log record %s at %s)",
+		pc.Kind, pc.ExecutionID, pc.Fence, fmtTime(pc.CommittedAtMs), pc.Events, pc.Publish, pc.Delete, pc.ID, pc.LSN)
 }
 
 // historyCmd is "durofs history".

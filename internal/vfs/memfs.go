@@ -124,6 +124,11 @@ type memNode struct {
 	data   []byte
 	synced []byte
 	shared bool
+	// wbLost is set by a writeback error (InjectWritebackError): the data
+	// written before it was marked clean without reaching the disk, so a
+	// later Sync makes durable only what was written since (dirty).
+	wbLost bool
+	dirty  [][2]int64
 
 	// Directories.
 	children       map[string]*memNode
@@ -139,6 +144,18 @@ func newMemDir(perm fs.FileMode, t time.Time) *memNode {
 
 // syncData makes the file's current data its synced data.
 func (n *memNode) syncData() {
+	if n.wbLost {
+		// Pages marked clean by the writeback error stay as the disk has
+		// them; only ranges written since are flushed.
+		merged := make([]byte, len(n.data))
+		copy(merged, n.synced)
+		for _, d := range n.dirty {
+			lo, hi := min(d[0], int64(len(merged))), min(d[1], int64(len(merged)))
+			copy(merged[lo:hi], n.data[lo:hi])
+		}
+		n.synced, n.shared, n.wbLost, n.dirty = merged, false, false, nil
+		return
+	}
 	if len(n.data) == 0 {
 		n.data, n.synced, n.shared = nil, nil, false
 		return
@@ -149,6 +166,9 @@ func (n *memNode) syncData() {
 
 // writeAt writes p at off, zero-filling any gap after the current end.
 func (n *memNode) writeAt(off int64, p []byte) {
+	if n.wbLost {
+		n.dirty = append(n.dirty, [2]int64{off, off + int64(len(p))})
+	}
 	old := int64(len(n.data))
 	if n.shared && min(off, old) < int64(len(n.synced)) {
 		n.data = slices.Clone(n.data)
@@ -267,10 +287,11 @@ func memPathErr(op, name string, err error) error {
 // ---- fault injection ----
 
 type memFault struct {
-	op    string
-	left  int
-	err   error
-	short int // >= 0: a short write of this many bytes
+	op        string
+	left      int
+	err       error
+	short     int  // >= 0: a short write of this many bytes
+	writeback bool // a sync that marks the file's dirty data clean
 }
 
 // InjectError makes the nth future call of operation op fail with err
@@ -317,6 +338,22 @@ func (m *MemFS) InjectShortWrite(nth int, n int, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.faults = append(m.faults, &memFault{op: "write", left: nth, err: err, short: n})
+}
+
+// InjectWritebackError makes the nth future File.Sync of a regular file
+// (counted like [MemFS.InjectError]'s "sync") fail with EIO the way Linux
+// reports a writeback error: the file's unsynced data is marked clean
+// without reaching the disk. Reads still see the new data (the page cache
+// keeps it), a later Sync succeeds but makes durable only what was written
+// after the failure, and a crash brings back the old data of every byte
+// not rewritten since - the PostgreSQL "fsyncgate" behaviour.
+func (m *MemFS) InjectWritebackError(nth int) {
+	if nth < 1 {
+		panic(fmt.Sprintf("vfs: MemFS.InjectWritebackError(%d): bad argument", nth))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.faults = append(m.faults, &memFault{op: "sync", left: nth, err: syscall.EIO, short: -1, writeback: true})
 }
 
 // ClearFaults drops every pending injected fault.
@@ -426,6 +463,7 @@ func (m *MemFS) resetToSynced() {
 			case !seen[c]:
 				seen[c] = true
 				c.data, c.shared = c.synced, c.synced != nil
+				c.wbLost, c.dirty = false, nil
 			}
 			kids[name] = c
 		}
@@ -476,6 +514,16 @@ func (m *MemFS) crashClone(writeback bool) *MemFS {
 			data := c.synced
 			if writeback {
 				data = slices.Clone(c.data) // c.data may still change in m
+				if c.wbLost {
+					// Written back: only what was written since the
+					// writeback error; the pages it marked clean are lost.
+					data = slices.Clone(c.synced)
+					data = append(data, make([]byte, max(0, len(c.data)-len(data)))...)[:len(c.data)]
+					for _, d := range c.dirty {
+						lo, hi := min(d[0], int64(len(data))), min(d[1], int64(len(data)))
+						copy(data[lo:hi], c.data[lo:hi])
+					}
+				}
 			}
 			cp := &memNode{mode: c.mode, modTime: c.modTime, data: data, synced: data, shared: data != nil}
 			copies[c] = cp
@@ -1169,9 +1217,12 @@ func (f *memFile) Sync() error {
 		f.m.mu.Unlock()
 		return err
 	}
-	if err := f.m.faultErr("sync"); err != nil {
+	if flt := f.m.fault("sync"); flt != nil {
+		if flt.writeback && !f.n.dir {
+			f.n.wbLost, f.n.dirty = true, nil
+		}
 		f.m.mu.Unlock()
-		return memPathErr("sync", f.name, err)
+		return memPathErr("sync", f.name, flt.err)
 	}
 	if f.n.dir {
 		f.n.syncedChildren = maps.Clone(f.n.children)

@@ -1,0 +1,558 @@
+package provider
+
+// The commit protocol: one write-ahead log shared by every process.
+//
+// Every change that must be all-or-nothing - an orchestration ack, a work
+// ack, an append, a prune, a deletion - is ONE record (commitRecord, JSON)
+// appended to the directory's write-ahead log (package wal, in <dir>/wal).
+// The append plus one group fdatasync is the commit point. The files a user
+// sees (history lines, state.json, instance.json, queue messages, leases) are
+// applied after it without any sync, and made durable later by a checkpoint.
+//
+// An operation, under the flocks of what it changes (instance flocks; a work
+// item's claim lock):
+//
+//  0. VALIDATE and compute the record in memory. Any failure returns having
+//     written nothing.
+//  1. STAGE outbound messages as hidden .staged-<name>.json files (unsynced;
+//     the record carries their bytes too).
+//  2. MARK the commit pending in each lease (or claim) it changes: its id and
+//     the log's end as a hint of where to look for it (unsynced).
+//  3. COMMIT: append the record to the log and wait for a group fdatasync.
+//     Before the sync returns the operation did not happen (as far as anyone
+//     was told); after, it did.
+//  4. APPLY, unsynced, every step idempotent: history lines at their
+//     position, state.json and instance.json (atomic replaces), publish the
+//     staged messages (rename), delete consumed messages, release the lease
+//     and clear the mark.
+//
+// What a crash leaves, and who finishes it:
+//
+//   - kill -9 before 3: marks naming a record that is not in the log, and
+//     staged orphans. Whoever next holds the flock finds no record after the
+//     hint, clears the mark; the sweep removes the orphans.
+//   - kill -9 after 3 (the record may be unsynced): the page cache outlives
+//     the process, so the next flock holder - a fetch, an ack, the sweep, or
+//     the checkpoint, which visits every record since the last checkpoint -
+//     sees the mark, finds the record, makes it durable (an fdatasync of its
+//     segment) and applies it. A staged file is published by rename, so once
+//     published and consumed there is nothing left to publish again.
+//   - power loss, or a sync failure (below): the page cache is gone or
+//     cannot be trusted. The next process to open the directory while no
+//     other process has it open replays every record since the checkpoint,
+//     in log order, rewriting every byte (history lines rewritten at their
+//     position, messages written from the record's bytes, consumed messages
+//     deleted again by the later records that consumed them), then
+//     checkpoints. The log is one global order, and a record is applied only
+//     after it is durable, so a record that depends on another (an ack that
+//     consumed a message another ack published) always comes after it in the
+//     log: redo in log order cannot resurrect a consumed message.
+//
+// Checkpoints. A checkpoint (any process, one at a time, in the background)
+// takes every record between the last checkpoint and the log's end, makes
+// sure each is applied (a record still marked pending is finished under its
+// flock; one whose flock cannot be had within a timeout ends the checkpoint
+// there), fsyncs every file and directory those records touched, and then
+// records the new checkpoint LSN; segments below it are removed. In
+// ProcessCrashSafe mode nothing is fsynced anywhere and the checkpoint only
+// trims the log.
+//
+// Failures stop, never lie. A failed fdatasync of the log or fsync of a
+// checkpoint poisons the log (wal.ErrPoisoned, which ErrSyncFailed is): a
+// mark every process checks after each sync, so from then on no process
+// acknowledges anything. Recovery needs every process to close the
+// directory; the first to reopen it alone replays the log from the last
+// checkpoint by rewriting bytes, never trusting the page cache's view of
+// what was applied, checkpoints, and clears the mark.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/failpoint"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
+	"github.com/durofs/durofs/wal"
+)
+
+// ErrSyncFailed means a sync of the write-ahead log or of a checkpoint failed
+// in this process or another one using the directory: nothing is
+// acknowledged until every process has closed the directory and one reopens
+// it alone, which replays the log. It is wal.ErrPoisoned.
+var ErrSyncFailed = wal.ErrPoisoned
+
+// pendingMark names a committed-or-committing record in a lease or claim:
+// its id, and a log position at or before it.
+type pendingMark struct {
+	ID   string  `json:"id"`
+	Hint wal.LSN `json:"hint"`
+}
+
+// loggedRecord is a record read back from the log.
+type loggedRecord struct {
+	lsn, end wal.LSN
+	rec      *commitRecord
+}
+
+// errFound stops a log scan.
+var errFound = errors.New("found")
+
+// commitLocked makes rec the commit point: it marks it pending in every
+// guard's lease (steps 2 and 3 of the protocol), appends it and waits for the
+// group sync. On an error before the append, the marks are cleared and
+// nothing happened. On a sync error the record's fate is unknown (the log is
+// poisoned) and the marks stay, for the replay to settle.
+func (p *FSProvider) commitLocked(guards []*lease.Guard, rec *commitRecord) error {
+	mark := &pendingMark{ID: uuid.NewString(), Hint: p.wal.End()}
+	rec.CommitID = mark.ID
+	data, err := jsonMarshal(rec)
+	if err != nil {
+		return err
+	}
+	for i, g := range guards {
+		if err := setMark(g, mark); err != nil {
+			clearMarks(guards[:i], mark.ID)
+			return fmt.Errorf("mark pending: %w", err)
+		}
+	}
+	failpoint.Hit("commit.after_mark")
+	_, end, err := p.wal.Append(data)
+	if err != nil {
+		clearMarks(guards, mark.ID)
+		return err
+	}
+	failpoint.Hit("commit.after_append")
+	return p.wal.Sync(context.Background(), end)
+}
+
+// setMark writes mark into the lease's queue state (unsynced).
+func setMark(g *lease.Guard, mark *pendingMark) error {
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return err
+	}
+	st := decodeOrchState(cur)
+	st.Pending = mark
+	cur.Data = st.encode()
+	return g.Write(cur)
+}
+
+// clearMarks takes back marks of a commit that did not happen (best effort:
+// a mark left behind names no record and is cleared by the next holder).
+func clearMarks(guards []*lease.Guard, id string) {
+	for _, g := range guards {
+		cur, _, err := g.Read()
+		if err != nil {
+			continue
+		}
+		if st := decodeOrchState(cur); st.Pending != nil && st.Pending.ID == id {
+			st.Pending = nil
+			cur.Data = st.encode()
+			_ = g.Write(cur)
+		}
+	}
+}
+
+// findRecord looks for the record a mark names, from the mark's hint to the
+// end of the log. A record that is not there never committed: its writer
+// died before the append (or the append was torn).
+func (p *FSProvider) findRecord(mark *pendingMark) (*loggedRecord, error) {
+	prefix := []byte(`{"id":"` + mark.ID + `"`)
+	var found *loggedRecord
+	var derr error
+	_, err := p.wal.Scan(mark.Hint, func(lsn wal.LSN, payload []byte) error {
+		if !bytes.HasPrefix(payload, prefix) {
+			return nil
+		}
+		var rec commitRecord
+		if derr = json.Unmarshal(payload, &rec); derr != nil {
+			return errFound
+		}
+		found = &loggedRecord{lsn: lsn, end: lsn + wal.LSN(len(payload)) + 16, rec: &rec}
+		return errFound
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("log record %s does not decode: %w", mark.ID, derr)
+	}
+	return found, nil
+}
+
+// redoPending finishes the commit marked pending in an instance's lease, if
+// any: a commit whose writer died (or whose apply failed) before clearing
+// its mark. The caller holds the instance flock.
+func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string) error {
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return fmt.Errorf("read lease: %w", err)
+	}
+	st := decodeOrchState(cur)
+	if st.Pending == nil {
+		return nil
+	}
+	if err := p.wal.Err(); err != nil {
+		return err // the record's durability cannot be known: replay decides
+	}
+	lr, err := p.findRecord(st.Pending)
+	if err != nil {
+		return err
+	}
+	if lr == nil {
+		failpoint.Hit("redo.no_record")
+		clearMarks([]*lease.Guard{g}, st.Pending.ID)
+		return nil
+	}
+	// Applied effects must never precede durability: another process could
+	// consume what this apply publishes.
+	if err := p.wal.SyncThrough(lr.end); err != nil {
+		return err
+	}
+	p.stats.redone.Add(1)
+	failpoint.Hit("redo.start")
+	return p.applyKey(ctx, g, key, lr.rec, false)
+}
+
+// applyKey applies the part of rec that belongs to instance key (all of it,
+// except for a deletion of several instances).
+func (p *FSProvider) applyKey(ctx context.Context, g *lease.Guard, key string, rec *commitRecord, replay bool) error {
+	switch rec.Kind {
+	case "":
+		return p.apply(ctx, g, rec, replay)
+	case kindPrune:
+		return p.applyPrune(g, rec)
+	case kindDelete:
+		for _, m := range rec.Members {
+			if m.Key == key {
+				return p.applyDeleteMember(ctx, g, rec.CommitID, m)
+			}
+		}
+		return nil
+	case kindWorkAck:
+		return fmt.Errorf("work ack record %s under an instance lock", rec.CommitID)
+	}
+	return fmt.Errorf("log record %s has unknown kind %q", rec.CommitID, rec.Kind)
+}
+
+// releaseMark clears the lease's mark if it names id (the last write of an
+// apply), and with release also frees the lease if token still holds it.
+func releaseMark(g *lease.Guard, id, token string, forget []queueRef) error {
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return fmt.Errorf("read lease: %w", err)
+	}
+	st := decodeOrchState(cur)
+	changed := false
+	if st.Pending != nil && st.Pending.ID == id {
+		st.Pending = nil
+		changed = true
+	}
+	if token != "" && cur.Token == token {
+		for _, r := range forget {
+			delete(st.Attempts, r.Name)
+			delete(st.Delayed, r.Name)
+		}
+		st.Batch = nil
+		cur.Token, cur.Owner, cur.ExpiresAtMs = "", "", 0
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	cur.Data = st.encode()
+	return g.Write(cur)
+}
+
+// keysOf returns the instance keys whose leases mark rec.
+func keysOf(rec *commitRecord) []string {
+	switch rec.Kind {
+	case kindDelete:
+		keys := make([]string, len(rec.Members))
+		for i, m := range rec.Members {
+			keys[i] = m.Key
+		}
+		return keys
+	case kindWorkAck:
+		return nil
+	}
+	return []string{rec.Key}
+}
+
+// scanLog decodes every record from the checkpoint to the end of the log.
+func (p *FSProvider) scanLog() (recs []loggedRecord, from, end wal.LSN, err error) {
+	from, err = p.wal.Checkpoint()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	end, err = p.wal.Scan(from, func(lsn wal.LSN, payload []byte) error {
+		var rec commitRecord
+		if err := json.Unmarshal(payload, &rec); err != nil {
+			// CRC-valid but not ours: written by a newer version? Refuse
+			// to guess what it meant.
+			return fmt.Errorf("log record at %v does not decode: %w", lsn, err)
+		}
+		recs = append(recs, loggedRecord{lsn: lsn, end: lsn + wal.LSN(len(payload)) + 16, rec: &rec})
+		return nil
+	})
+	return recs, from, end, err
+}
+
+// replayAll is recovery by a process that has the directory alone (no other
+// process has it open, so nobody reads or writes meanwhile): every record
+// since the checkpoint is applied again in log order, rewriting its bytes,
+// and a checkpoint makes the result durable. It is what runs after a power
+// loss, after a sync failure (then it also clears the poison mark), and
+// whenever the last process of a directory died.
+func (p *FSProvider) replayAll(ctx context.Context) error {
+	recs, _, end, err := p.scanLog()
+	if err != nil {
+		return err
+	}
+	failpoint.Hit("replay.start")
+	for _, lr := range recs {
+		if err := p.replayOne(ctx, lr.rec); err != nil {
+			return fmt.Errorf("replay record %s at %v: %w", lr.rec.CommitID, lr.lsn, err)
+		}
+		p.stats.replayed.Add(1)
+	}
+	failpoint.Hit("replay.after_apply")
+	if err := p.syncTouched(recs); err != nil {
+		return err
+	}
+	if err := p.wal.SetCheckpoint(end); err != nil {
+		return err
+	}
+	if p.wal.Err() != nil {
+		return p.wal.ClearPoison()
+	}
+	return nil
+}
+
+// replayOne applies one record in replay mode, under the flocks it names.
+func (p *FSProvider) replayOne(ctx context.Context, rec *commitRecord) error {
+	if rec.Kind == kindWorkAck {
+		return p.workQ.WithClaim(ctx, rec.Item, func(g *fsqueue.ClaimGuard) error {
+			return p.applyWorkAck(g, rec, true)
+		})
+	}
+	for _, k := range keysOf(rec) {
+		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		if err != nil {
+			return err
+		}
+		err = p.applyKey(ctx, g, k, rec, true)
+		g.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkpointTimeout bounds how long a checkpoint waits for one flock.
+const checkpointTimeout = 2 * time.Second
+
+// checkpointOnce finishes every record since the last checkpoint that is
+// still marked pending (its writer died, or is applying it right now), and,
+// if sync, fsyncs what they touched and advances the checkpoint. One process
+// at a time (wal/checkpoint.lock; a busy lock skips the round).
+func (p *FSProvider) checkpointOnce(ctx context.Context, sync bool) error {
+	u, ok, err := p.fs.TryLock(filepath.Join(p.dir, "wal", "checkpoint.lock"))
+	if err != nil || !ok {
+		return err
+	}
+	defer u.Unlock()
+	if err := p.wal.Err(); err != nil {
+		return err
+	}
+	recs, from, end, err := p.scanLog()
+	if err != nil {
+		return err
+	}
+	for i, lr := range recs {
+		done, err := p.ensureApplied(ctx, lr)
+		if err != nil {
+			return err
+		}
+		if !done {
+			end, recs = lr.lsn, recs[:i]
+			break
+		}
+	}
+	if !sync || end <= from {
+		return nil
+	}
+	if err := p.syncTouched(recs); err != nil {
+		return err
+	}
+	failpoint.Hit("checkpoint.before_set")
+	return p.wal.SetCheckpoint(end)
+}
+
+// ensureApplied makes sure a record's apply finished: a lease (or claim)
+// still marking it is redone under its flock. done is false if a flock could
+// not be had within checkpointTimeout (its holder is slow or stopped).
+func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (done bool, err error) {
+	rec := lr.rec
+	lctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	if rec.Kind == kindWorkAck {
+		c, exists, err := p.workQ.PeekClaim(rec.Item)
+		if err != nil || !exists || workMark(c) != rec.CommitID {
+			return true, nil // unreadable claims are volatile, never a commit's mark
+		}
+		err = p.workQ.WithClaim(lctx, rec.Item, func(g *fsqueue.ClaimGuard) error {
+			return p.redoWorkAck(g)
+		})
+		return err == nil, ignoreTimeout(err)
+	}
+	for _, k := range keysOf(rec) {
+		cur, _, err := p.leases.Inspect(lctx, p.lockPath(k), p.leasePath(k))
+		if err != nil {
+			continue // unreadable: the holder of its flock rewrites it
+		}
+		if st := decodeOrchState(cur); st.Pending == nil || st.Pending.ID != rec.CommitID {
+			continue
+		}
+		g, err := p.leases.Lock(lctx, p.lockPath(k), p.leasePath(k))
+		if err != nil {
+			return false, ignoreTimeout(err)
+		}
+		err = p.redoPending(ctx, g, k)
+		g.Unlock()
+		if err != nil {
+			return false, err
+		}
+		p.stats.acksFinished.Add(1)
+	}
+	return true, nil
+}
+
+func ignoreTimeout(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// syncTouched fsyncs every file and directory the records changed (Durable
+// mode only). A file or directory that no longer exists needs nothing: its
+// removal is covered by its parent's fsync. Any other error poisons the log.
+func (p *FSProvider) syncTouched(recs []loggedRecord) error {
+	if p.durability != Durable {
+		return nil
+	}
+	files, dirs := map[string]bool{}, map[string]bool{}
+	for _, lr := range recs {
+		p.touched(lr.rec, files, dirs)
+	}
+	for _, f := range sortedKeys(files) {
+		if err := p.syncFile(f); err != nil && !vfs.IsNotExist(err) {
+			return p.wal.Poison(fmt.Errorf("checkpoint: sync %s: %w", f, err))
+		}
+	}
+	for _, d := range sortedKeys(dirs) {
+		if err := p.fs.SyncDir(d); err != nil && !vfs.IsNotExist(err) {
+			return p.wal.Poison(fmt.Errorf("checkpoint: sync %s: %w", d, err))
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (p *FSProvider) syncFile(path string) error {
+	f, err := p.fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// touched adds the files and directories a record's apply changes.
+func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
+	qdir := func(q string) string { return p.queue(q).Dir() }
+	for _, r := range rec.Publish {
+		files[filepath.Join(qdir(r.Queue), r.Name+".json")] = true
+		dirs[qdir(r.Queue)] = true
+	}
+	for _, r := range rec.Delete {
+		dirs[qdir(r.Queue)] = true
+		if r.Queue == "worker" {
+			dirs[filepath.Join(p.workQ.Dir(), "claims")] = true
+		}
+	}
+	switch rec.Kind {
+	case kindWorkAck:
+		dirs[p.workQ.Dir()] = true
+		dirs[filepath.Join(p.workQ.Dir(), "claims")] = true
+		return
+	case kindDelete:
+		for _, m := range rec.Members {
+			dirs[p.instDir(m.Key)] = true
+			for _, r := range m.Delete {
+				dirs[qdir(r.Queue)] = true
+			}
+		}
+		dirs[filepath.Join(p.workQ.Dir(), "claims")] = true
+		return
+	}
+	key := rec.Key
+	dirs[filepath.Join(p.dir, "instances")] = true
+	dirs[p.instDir(key)] = true
+	dirs[filepath.Join(p.instDir(key), "executions")] = true
+	if rec.InstanceFile != nil {
+		files[p.instFilePath(key)] = true
+	}
+	if rec.Kind == kindPrune {
+		return
+	}
+	dirs[p.execDir(key, rec.ExecutionID)] = true
+	if len(rec.History) > 0 {
+		files[p.historyPath(key, rec.ExecutionID)] = true
+	}
+	if rec.ExecutionFile != nil {
+		files[p.execStatePath(key, rec.ExecutionID)] = true
+	}
+}
+
+// checkpointLoop checkpoints in the background every interval.
+func (p *FSProvider) checkpointLoop(interval time.Duration) {
+	defer p.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 4*interval+checkpointTimeout)
+			if err := p.checkpointOnce(ctx, true); err != nil && !errors.Is(err, ErrSyncFailed) {
+				p.log.Warn("durofs: checkpoint", "err", err)
+			}
+			cancel()
+		}
+	}
+}
