@@ -29,7 +29,9 @@ func openT(t *testing.T, fsys vfs.FS, seg int64) *Log {
 	return l
 }
 
-func payload(who, i int) []byte { return []byte(fmt.Sprintf(`{"w":%d,"i":%d,"pad":"%0200d"}`, who, i, i)) }
+func payload(who, i int) []byte {
+	return []byte(fmt.Sprintf(`{"w":%d,"i":%d,"pad":"%0200d"}`, who, i, i))
+}
 
 // scanAll returns every valid frame's payload in log order.
 func scanAll(t *testing.T, l *Log, from LSN) (lsns []LSN, ps []string) {
