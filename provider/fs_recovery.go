@@ -26,6 +26,8 @@ type recoveryStats struct {
 	tempsSwept    atomic.Int64 // temporary files of killed writers removed
 	stagedSwept   atomic.Int64 // staged messages of commits that never happened, removed
 	replayed      atomic.Int64 // log records replayed by a process that had the directory alone
+
+	checkpoints, checkpointSyncs atomic.Int64 // LogStats
 }
 
 // RecoveryStats are counters of recovery work done by this provider.

@@ -90,6 +90,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -179,7 +180,20 @@ type Log struct {
 	durable LSN
 	syncing bool
 	err     error // sticky: ErrPoisoned (wrapping the cause)
+
+	appends, syncs atomic.Int64
 }
+
+// Stats are a process's counts of log operations.
+type Stats struct {
+	// Appends counts frames appended (void frames not included).
+	Appends int64
+	// Syncs counts fdatasyncs of the log (group syncs, rolls, SyncThrough).
+	Syncs int64
+}
+
+// Stats returns this process's counts so far.
+func (l *Log) Stats() Stats { return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load()} }
 
 // segment is an open segment file. A roll retires it; the last sync using
 // it closes it.
@@ -458,6 +472,7 @@ func (l *Log) Append(payload []byte) (lsn, end LSN, err error) {
 			continue
 		}
 		l.written = MakeLSN(s.id, uint32(e))
+		l.appends.Add(1)
 		return MakeLSN(s.id, uint32(start)), l.written, nil
 	}
 }
@@ -466,6 +481,7 @@ func (l *Log) Append(payload []byte) (lsn, end LSN, err error) {
 // process wrote to s are synced first, so a sync of the new segment covers
 // all of its earlier frames.
 func (l *Log) roll(s *segment) error {
+	l.syncs.Add(1)
 	if err := vfs.Datasync(s.f); err != nil {
 		return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
 	}
@@ -534,6 +550,7 @@ func (l *Log) syncOnce() error {
 	s.refs++
 	l.mu.Unlock()
 	err := vfs.Datasync(s.f)
+	l.syncs.Add(1)
 	l.mu.Lock()
 	s.refs--
 	if s.retired && s.refs == 0 {
@@ -565,6 +582,7 @@ func (l *Log) SyncThrough(end LSN) error {
 		return fmt.Errorf("wal: sync segment %d: %w", end.Segment(), err)
 	}
 	defer f.Close()
+	l.syncs.Add(1)
 	if err := vfs.Datasync(f); err != nil {
 		return l.poison(fmt.Errorf("sync segment %d: %w", end.Segment(), err))
 	}

@@ -48,6 +48,8 @@ type childMsg struct {
 	Error      string `json:"error,omitempty"`
 	// Stats are a run child's runtime counters.
 	Stats *workload.Stats `json:"stats,omitempty"`
+	// Log is a durofs run child's write-ahead log counters.
+	Log *provider.LogStats `json:"log,omitempty"`
 	// LastEndUnixNs is when a run child's last execution-ending ack returned.
 	LastEndUnixNs int64 `json:"last_end_unix_ns,omitempty"`
 	// Fetch is a fetch child's result.

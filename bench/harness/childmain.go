@@ -153,7 +153,12 @@ func childRun(ctx context.Context, args []string, stdin io.Reader, out *lineWrit
 	defer tick.Stop()
 	report := func(typ string) error {
 		s := rt.Stats()
-		return out.send(childMsg{Type: typ, Stats: &s, LastEndUnixNs: lastEnd.Load()})
+		m := childMsg{Type: typ, Stats: &s, LastEndUnixNs: lastEnd.Load()}
+		if lp, ok := p.(interface{ LogStats() provider.LogStats }); ok {
+			ls := lp.LogStats()
+			m.Log = &ls
+		}
+		return out.send(m)
 	}
 	for {
 		select {

@@ -412,10 +412,7 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 		Total:      cfs.Counts().Sub(base),
 		Files:      subFiles(cfs.Files(), fbase),
 		Verify:     rep.String(),
-		CommitMode: "unknown",
-	}
-	if m, ok := p.(interface{ CommitMode() provider.CommitSync }); ok {
-		res.CommitMode = m.CommitMode().String()
+		CommitMode: "write-ahead log",
 	}
 	res.OrchAcks.Label, res.WorkAcks.Label = "orchestration ack (all)", "work-item ack (all)"
 	res.FirstTurn.Label = "orchestration ack, first turn of a chain (start in, 1 activity out)"

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/durofs/durofs/provider"
+
 	"github.com/durofs/durofs/conformance/workload"
 )
 
@@ -28,6 +30,9 @@ type ThroughputRun struct {
 	Turns, Activities int64
 	// MaxRSSKiB is the largest peak RSS of the run's processes.
 	MaxRSSKiB int64
+	// Log sums durofs's write-ahead log counters over the processes
+	// (appends, fdatasyncs, checkpoint fsyncs); zero for other providers.
+	Log provider.LogStats
 }
 
 // TurnsPerSec is orchestration acks per second.
@@ -249,6 +254,12 @@ func throughputRun(ctx context.Context, cfg Config, prov, dir string, specs []wo
 		}
 		r.Turns += m.Stats.Turns
 		r.Activities += m.Stats.ActivitiesAcked
+		if m.Log != nil {
+			r.Log.Appends += m.Log.Appends
+			r.Log.Syncs += m.Log.Syncs
+			r.Log.Checkpoints += m.Log.Checkpoints
+			r.Log.CheckpointSyncs += m.Log.CheckpointSyncs
+		}
 		r.MaxRSSKiB = max(r.MaxRSSKiB, c.maxRSSKiB)
 		lastEnd = max(lastEnd, m.LastEndUnixNs)
 	}
