@@ -465,7 +465,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	afterCommitPoint("delete")
 	failpoint.Hit("delete.after_commit")
 	for _, m := range rec.Members {
-		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
+		if err := p.applyDeleteMember(ctx, guards[m.Key], m); err != nil {
 			p.log.Warn("durofs: deletion committed, apply deferred to recovery", "instance", m.Instance, "err", err)
 			p.stats.applyDeferred.Add(1)
 			return res, nil
@@ -508,7 +508,7 @@ func refsFor(msgs []queueRef, k string, orch, work []fsqueue.Entry) []queueRef {
 // history), then the executions, then the lease reset - which clears the
 // mark, the last write. The fence is kept so a re-created instance's fences
 // keep increasing.
-func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id string, m deleteMember) error {
+func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, m deleteMember) error {
 	if err := p.deleteRefs(ctx, m.Delete); err != nil {
 		return err
 	}
@@ -524,9 +524,6 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 	cur, _, err := g.Read()
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return err
-	}
-	if st := decodeOrchState(cur); st.Pending != nil && st.Pending.ID != id {
-		return nil // a later commit marked it: this part was applied before
 	}
 	return g.Write(lease.Lease{Fence: cur.Fence})
 }

@@ -591,6 +591,9 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 		return Retryablef(op, err, "lock instance: %v", err)
 	}
 	defer g.Unlock()
+	if err := p.redoPending(ctx, g, key); err != nil { // a committed ack's token renews nothing
+		return Retryablef(op, err, "recover pending commit: %v", err)
+	}
 	cur, _, err := g.Read()
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return Retryablef(op, err, "read lease: %v", err)

@@ -236,7 +236,7 @@ func (p *FSProvider) applyKey(ctx context.Context, g *lease.Guard, key string, r
 	case kindDelete:
 		for _, m := range rec.Members {
 			if m.Key == key {
-				return p.applyDeleteMember(ctx, g, rec.CommitID, m)
+				return p.applyDeleteMember(ctx, g, m)
 			}
 		}
 		return nil
