@@ -321,9 +321,23 @@ func (p *FSProvider) replayAll(ctx context.Context) error {
 		return err
 	}
 	failpoint.Hit("replay.start")
-	for _, lr := range recs {
+	// A record that cannot be applied (a damaged history, an unwritable
+	// file) must not keep every other instance from being served: it is
+	// logged, the checkpoint stops before it (so the next replay tries it
+	// again), and the instance's mark makes its next flock holder retry it.
+	failed := 0
+	for i, lr := range recs {
 		if err := p.replayOne(ctx, lr.rec); err != nil {
-			return fmt.Errorf("replay record %s at %v: %w", lr.rec.CommitID, lr.lsn, err)
+			if ctx.Err() != nil {
+				return err
+			}
+			p.log.Error("durofs: replay of a log record failed; its instance stays unusable until it can be applied", "record", lr.rec.CommitID, "lsn", lr.lsn, "instance", lr.rec.Instance, "err", err)
+			if failed == 0 {
+				end = lr.lsn
+				recs = recs[:i:i]
+			}
+			failed++
+			continue
 		}
 		p.stats.replayed.Add(1)
 	}
@@ -334,7 +348,7 @@ func (p *FSProvider) replayAll(ctx context.Context) error {
 	if err := p.wal.SetCheckpoint(end); err != nil {
 		return err
 	}
-	if p.wal.Err() != nil {
+	if failed == 0 && p.wal.Err() != nil {
 		return p.wal.ClearPoison()
 	}
 	return nil
