@@ -337,6 +337,9 @@ func treeOf(idx map[string][]string, root string) InstanceTree {
 // DeleteInstance implements Admin: a root instance and its whole tree.
 func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force bool) (DeleteInstanceResult, error) {
 	const op = "delete_instance"
+	if err := checkInstanceIDs(op, instance); err != nil {
+		return DeleteInstanceResult{}, err
+	}
 	parent, hasParent, err := p.GetParentID(ctx, instance)
 	if err != nil {
 		return DeleteInstanceResult{}, err
@@ -355,6 +358,9 @@ func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force 
 // DeleteInstancesAtomic implements Admin: all of ids, or nothing.
 func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
+	if err := checkInstanceIDs(op, ids...); err != nil {
+		return DeleteInstanceResult{}, err
+	}
 	var res DeleteInstanceResult
 	if len(ids) == 0 {
 		return res, nil
@@ -612,6 +618,9 @@ func (p *FSProvider) filterInstances(all []scannedInstance, filter InstanceFilte
 // executions are always kept; KV state is not touched.
 func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, options PruneOptions) (PruneResult, error) {
 	const op = "prune_executions"
+	if err := checkInstanceIDs(op, instance); err != nil {
+		return PruneResult{}, err
+	}
 	key := instanceKey(instance)
 	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {

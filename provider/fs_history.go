@@ -47,6 +47,9 @@ func (p *FSProvider) readExec(op, key string, exec uint64) ([]Event, error) {
 // execution record.
 func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []Event) error {
 	const op = "append_with_execution"
+	if err := checkInstanceIDs(op, instance); err != nil {
+		return err
+	}
 	for _, e := range events {
 		if err := p.limits.checkEvent(op, e); err != nil {
 			return err

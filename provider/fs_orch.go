@@ -517,9 +517,9 @@ func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, histo
 // be abandoned.
 func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken string, delay time.Duration, ignoreAttempt bool) error {
 	const op = "abandon_orchestration_item"
-	key, lt, ok := parseOrchToken(lockToken)
-	if !ok {
-		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+	key, lt, err := p.orchTokenInstance(op, lockToken, "Invalid lock token")
+	if err != nil {
+		return err
 	}
 	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {
@@ -582,9 +582,9 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 // RenewOrchestrationItemLock implements Provider.
 func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken string, extendFor time.Duration) error {
 	const op = "renew_orchestration_item_lock"
-	key, lt, ok := parseOrchToken(lockToken)
-	if !ok {
-		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+	key, lt, err := p.orchTokenInstance(op, lockToken, "Lock token invalid, expired, or already acked")
+	if err != nil {
+		return err
 	}
 	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
+
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
 )
@@ -185,6 +188,14 @@ func (p *FSProvider) latestExecution(key string) (uint64, error) {
 // Lock tokens. An orchestration token is "o1.<lease token>.<instance key>"
 // and a work-item token is "w1.<fsqueue claim token>"; both carry what is
 // needed to find the lock without an index.
+//
+// Tokens come back from callers, so they are untrusted: before a token
+// operation touches the disk, its token must have exactly the shape durofs
+// issues (a canonical UUID, a key that names.Encode can produce, a claim
+// token fsqueue.NameFromToken accepts). Anything else fails permanently with
+// ErrInvalidLockToken: a forged key could otherwise name a path the file
+// system rejects with a retryable-looking error (a NUL byte: EINVAL; over
+// 255 bytes: ENAMETOOLONG), or a new directory that the lock would create.
 const (
 	orchTokenPrefix = "o1."
 	workTokenPrefix = "w1."
@@ -192,20 +203,59 @@ const (
 
 func orchToken(key, leaseToken string) string { return orchTokenPrefix + leaseToken + "." + key }
 
+// parseOrchToken splits an orchestration token; ok is false unless the lease
+// token is a canonical (lower-case, hyphenated), non-nil UUID, as
+// lease.Store issues them, and the key is a valid names encoding.
 func parseOrchToken(tok string) (key, leaseToken string, ok bool) {
 	rest, found := strings.CutPrefix(tok, orchTokenPrefix)
 	if !found || len(rest) < 38 || rest[36] != '.' {
 		return "", "", false
 	}
 	leaseToken, key = rest[:36], rest[37:]
-	if key == "" || strings.ContainsAny(key, "/\\") || key == "." || key == ".." {
+	if !canonicalUUID(leaseToken) || !names.Valid(key) {
 		return "", "", false
 	}
 	return key, leaseToken, true
 }
 
+func canonicalUUID(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u != uuid.Nil && u.String() == s
+}
+
+// orchTokenInstance parses an orchestration token and checks that its
+// instance directory exists, before any lock is taken: taking the instance
+// lock creates instances/<key>/lock, which a forged token for a key that
+// names no instance must not leave behind. A token that fails either check
+// gives a permanent ErrInvalidLockToken with message msg. Instance
+// directories are never removed, so a token that passes names a directory
+// that stays.
+func (p *FSProvider) orchTokenInstance(op, tok, msg string) (key, leaseToken string, err error) {
+	key, leaseToken, ok := parseOrchToken(tok)
+	if !ok {
+		return "", "", Permanentf(op, ErrInvalidLockToken, "%s", msg)
+	}
+	if _, err := p.fs.Stat(p.instDir(key)); err != nil {
+		if vfs.IsNotExist(err) {
+			return "", "", Permanentf(op, ErrInvalidLockToken, "%s", msg)
+		}
+		return "", "", Retryablef(op, err, "stat instance: %v", err)
+	}
+	return key, leaseToken, nil
+}
+
 func workToken(claimToken string) string { return workTokenPrefix + claimToken }
 
+// parseWorkToken returns a work-item token's claim token; ok is false unless
+// it is one fsqueue issues (a canonical ULID message name, ".", a canonical,
+// non-nil UUID).
 func parseWorkToken(tok string) (string, bool) {
-	return strings.CutPrefix(tok, workTokenPrefix)
+	ct, ok := strings.CutPrefix(tok, workTokenPrefix)
+	if !ok {
+		return "", false
+	}
+	if _, ok := fsqueue.NameFromToken(ct); !ok {
+		return "", false
+	}
+	return ct, true
 }

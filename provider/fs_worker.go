@@ -77,6 +77,9 @@ func (p *FSProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error 
 
 // FetchWorkItem implements Provider. It long-polls like FetchOrchestrationItem.
 func (p *FSProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, session *SessionFetchConfig, tagFilter TagFilter) (*LockedWorkItem, error) {
+	if err := checkIDs("fetch_work_item", "session config", sessionConfigIDs(session)); err != nil {
+		return nil, err
+	}
 	if tagFilter.Mode == TagNone {
 		return nil, nil
 	}

@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"unicode/utf8"
 )
 
 // Limits bound the sizes of what callers store, so that one oversized item
@@ -67,10 +69,14 @@ func over(op, what string, n, limit int, name string) error {
 	return Permanentf(op, ErrTooLarge, "%s is %d bytes, over the limit of %d bytes (Options.Limits.%s); nothing was written", what, n, limit, name)
 }
 
-// checkWorkItem checks one work item (what names it in the error).
+// checkWorkItem checks one work item (what names it in the error): its ids
+// (checkIDs) and sizes.
 func (l Limits) checkWorkItem(op, what string, w WorkItem) error {
 	if w == nil {
 		return nil
+	}
+	if err := checkIDs(op, what, workItemIDs(w)); err != nil {
+		return err
 	}
 	if err := l.checkStrings(op, what, reflect.ValueOf(w)); err != nil {
 		return err
@@ -102,6 +108,9 @@ func (l Limits) checkWorkItem(op, what string, w WorkItem) error {
 // checkEvent checks one history event.
 func (l Limits) checkEvent(op string, e Event) error {
 	what := fmt.Sprintf("event %d", e.EventID)
+	if err := checkIDs(op, what, eventIDs(e)); err != nil {
+		return err
+	}
 	if err := l.checkStrings(op, what, reflect.ValueOf(e.Kind)); err != nil {
 		return err
 	}
@@ -197,8 +206,12 @@ func longestString(v reflect.Value, path string) (string, int) {
 	return "", 0
 }
 
-// checkAckLimits checks everything an orchestration ack would store.
-func (p *FSProvider) checkAckLimits(op string, delta []Event, workerItems, orchItems []WorkItem) error {
+// checkAckLimits checks everything an orchestration ack would store: the
+// sizes of its events and items, and the ids in them and in its metadata.
+func (p *FSProvider) checkAckLimits(op string, delta []Event, workerItems, orchItems []WorkItem, md ExecutionMetadata) error {
+	if err := checkIDs(op, "metadata", metadataIDs(md)); err != nil {
+		return err
+	}
 	for _, e := range delta {
 		if err := p.limits.checkEvent(op, e); err != nil {
 			return err
@@ -215,4 +228,134 @@ func (p *FSProvider) checkAckLimits(op string, delta []Event, workerItems, orchI
 		}
 	}
 	return nil
+}
+
+// ErrInvalidID: an id or name that is not valid UTF-8 (see checkIDs).
+//
+// It is declared here, beside the check, rather than with the other
+// sentinels in errors.go, only to keep this change out of files under
+// concurrent rewrite; it belongs with them.
+var ErrInvalidID = errors.New("invalid id")
+
+// An idField is one id or name a call would store: an instance id (also a
+// parent's), a session id, a tag, an activity, orchestration or event name,
+// a version, a key-value key, an execution status. nil means absent.
+//
+// Ids must be valid UTF-8. Everything durofs stores is JSON, and
+// encoding/json replaces each invalid byte by U+FFFD, so two ids that differ
+// only in invalid bytes ("\xff\xfe", "\xfe\xff") would be stored under
+// different file names (names.Encode escapes the raw bytes) but come back
+// from a fetch or ListInstances as the same "\uFFFD\uFFFD", which addresses
+// neither. duroxide's ids are Rust Strings and always valid UTF-8, so only a
+// Go caller can send such an id; it is refused with a permanent ErrInvalidID
+// before anything is written. Payloads (inputs, outputs, results, event
+// data, error details, custom status) are not ids and are not checked here.
+type idField struct {
+	name string
+	val  *string
+}
+
+// checkIDs returns a permanent ErrInvalidID error naming the first field
+// (of the item or event described by what) that is not valid UTF-8.
+func checkIDs(op, what string, ids []idField) error {
+	for _, f := range ids {
+		if f.val != nil && !utf8.ValidString(*f.val) {
+			return Permanentf(op, ErrInvalidID, "%s: %s %s is not valid UTF-8; ids and names must be valid UTF-8; nothing was written", what, f.name, quoteID(*f.val))
+		}
+	}
+	return nil
+}
+
+// checkInstanceIDs checks the instance ids a call that writes takes as
+// parameters. (Calls that only read need no check: no stored instance can
+// have such an id, so they find nothing.)
+func checkInstanceIDs(op string, ids ...string) error {
+	for _, id := range ids {
+		if !utf8.ValidString(id) {
+			return Permanentf(op, ErrInvalidID, "instance id %s is not valid UTF-8; ids must be valid UTF-8; nothing was written", quoteID(id))
+		}
+	}
+	return nil
+}
+
+// quoteID quotes an id for an error message, cut after 64 bytes (an id
+// may be as long as MaxPayloadBytes).
+func quoteID(id string) string {
+	const shown = 64
+	if len(id) <= shown {
+		return fmt.Sprintf("%q", id)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", id[:shown], len(id))
+}
+
+// sessionConfigIDs lists the owner id of a FetchWorkItem session config,
+// which a session claim stores.
+func sessionConfigIDs(s *SessionFetchConfig) []idField {
+	if s == nil {
+		return nil
+	}
+	return []idField{{"owner id", &s.OwnerID}}
+}
+
+// workItemIDs lists the ids and names of a work item.
+func workItemIDs(w WorkItem) []idField {
+	switch v := derefItem(w).(type) {
+	case StartOrchestration:
+		return []idField{{"instance", &v.Instance}, {"orchestration", &v.Orchestration}, {"version", v.Version}, {"parent instance", v.ParentInstance}}
+	case ActivityExecute:
+		return []idField{{"instance", &v.Instance}, {"activity name", &v.Name}, {"session id", v.SessionID}, {"tag", v.Tag}}
+	case ActivityCompleted:
+		return []idField{{"instance", &v.Instance}}
+	case ActivityFailed:
+		return []idField{{"instance", &v.Instance}}
+	case TimerFired:
+		return []idField{{"instance", &v.Instance}}
+	case ExternalRaised:
+		return []idField{{"instance", &v.Instance}, {"event name", &v.Name}}
+	case SubOrchCompleted:
+		return []idField{{"parent instance", &v.ParentInstance}}
+	case SubOrchFailed:
+		return []idField{{"parent instance", &v.ParentInstance}}
+	case CancelInstance:
+		return []idField{{"instance", &v.Instance}}
+	case ContinueAsNew:
+		return []idField{{"instance", &v.Instance}, {"orchestration", &v.Orchestration}, {"version", v.Version}}
+	case QueueMessage:
+		return []idField{{"instance", &v.Instance}, {"queue name", &v.Name}}
+	}
+	return nil
+}
+
+// eventIDs lists the ids and names of a history event.
+func eventIDs(e Event) []idField {
+	ids := []idField{{"instance", &e.InstanceID}, {"duroxide version", &e.DuroxideVersion}}
+	kind, _ := derefSealed(e.Kind) // a *Kind is stored like its Kind (json_event.go)
+	switch k := kind.(type) {
+	case OrchestrationStarted:
+		ids = append(ids, idField{"orchestration", &k.Name}, idField{"version", &k.Version}, idField{"parent instance", k.ParentInstance})
+	case ActivityScheduled:
+		ids = append(ids, idField{"activity name", &k.Name}, idField{"session id", k.SessionID}, idField{"tag", k.Tag})
+	case ExternalSubscribed:
+		ids = append(ids, idField{"event name", &k.Name})
+	case ExternalEvent:
+		ids = append(ids, idField{"event name", &k.Name})
+	case OrchestrationChained:
+		ids = append(ids, idField{"orchestration", &k.Name}, idField{"instance", &k.Instance})
+	case SubOrchestrationScheduled:
+		ids = append(ids, idField{"orchestration", &k.Name}, idField{"instance", &k.Instance})
+	case QueueSubscribed:
+		ids = append(ids, idField{"queue name", &k.Name})
+	case QueueEventDelivered:
+		ids = append(ids, idField{"queue name", &k.Name})
+	case KeyValueSet:
+		ids = append(ids, idField{"key", &k.Key})
+	case KeyValueCleared:
+		ids = append(ids, idField{"key", &k.Key})
+	}
+	return ids
+}
+
+// metadataIDs lists the ids and names of an ack's metadata.
+func metadataIDs(md ExecutionMetadata) []idField {
+	return []idField{{"status", md.Status}, {"orchestration", md.OrchestrationName}, {"version", md.OrchestrationVersion}, {"parent instance", md.ParentInstanceID}}
 }

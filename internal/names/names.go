@@ -88,6 +88,35 @@ func hashed(id string) string {
 // IsHashed reports whether name is a hashed encoding.
 func IsHashed(name string) bool { return strings.HasPrefix(name, "~") }
 
+// hashedLen is the length of a hashed encoding: "~" and 64 hex digits.
+const hashedLen = 1 + 2*sha256.Size
+
+// Valid reports whether name is a possible output of Encode: a direct
+// encoding that Decode inverts (so at most MaxLen bytes, in canonical form:
+// no byte escaped that Encode keeps, upper-case hex), or "~" followed by
+// 64 lower-case hex digits. Every valid name is a single, safe path
+// component. Valid does not say whether any id with that name was ever
+// stored; callers use it to refuse names from untrusted input (such as a
+// lock token) before touching the file system.
+func Valid(name string) bool {
+	if IsHashed(name) {
+		if len(name) != hashedLen {
+			return false
+		}
+		for i := 1; i < len(name); i++ {
+			if c := name[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	if len(name) > MaxLen {
+		return false
+	}
+	_, err := Decode(name)
+	return err == nil
+}
+
 // Decode inverts Encode for direct encodings.
 func Decode(name string) (string, error) {
 	if name == "%" {
