@@ -352,6 +352,15 @@ func (p *FSProvider) Close() error {
 	p.wg.Wait()
 	var werr error
 	if p.wal != nil {
+		if p.wal.Err() == nil && !p.readOnlyLog() {
+			// A last checkpoint, so that the next Open has little to
+			// replay (best effort: another process may hold the lock).
+			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
+			if err := p.checkpointOnce(ctx, true); err != nil {
+				p.log.Warn("durofs: checkpoint at close", "err", err)
+			}
+			cancel()
+		}
 		werr = p.wal.Close()
 	}
 	return errors.Join(p.orchQ.Close(), p.workQ.Close(), werr)

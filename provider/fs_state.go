@@ -46,9 +46,6 @@ func (p *FSProvider) historyPath(key string, exec uint64) string {
 func (p *FSProvider) execStatePath(key string, exec uint64) string {
 	return filepath.Join(p.execDir(key, exec), "state.json")
 }
-func (p *FSProvider) commitPath(key string) string {
-	return filepath.Join(p.dir, "commits", key+".json")
-}
 
 // instanceKey is the directory name of an instance.
 func instanceKey(instance string) string { return names.Encode(instance) }

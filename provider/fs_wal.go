@@ -629,3 +629,7 @@ func (p *FSProvider) checkpointLoop(interval time.Duration) {
 		}
 	}
 }
+
+// readOnlyLog reports whether the provider reads the log without writing it
+// (OpenReadOnly, Fsck without repair).
+func (p *FSProvider) readOnlyLog() bool { return p.wal.ReadOnly() }

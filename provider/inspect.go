@@ -803,7 +803,7 @@ type DirUsage struct {
 // sessions, quarantine.
 func (p *FSProvider) DiskUsage(ctx context.Context) ([]DirUsage, error) {
 	var out []DirUsage
-	for _, area := range []string{"instances", "queues/orchestrator", "queues/worker", "commits", "sessions", "quarantine"} {
+	for _, area := range []string{"instances", "queues/orchestrator", "queues/worker", "wal", "sessions", "quarantine"} {
 		u := DirUsage{Area: area}
 		err := p.walk(ctx, filepath.Join(p.dir, filepath.FromSlash(area)), func(path string, fi os.FileInfo) error {
 			if !fi.IsDir() {

@@ -300,6 +300,9 @@ func (l *Log) register() error {
 	return nil
 }
 
+// ReadOnly reports whether the log was opened with OpenReadOnly.
+func (l *Log) ReadOnly() bool { return l.readOnly }
+
 // Alone reports whether no other process had the log open when Open ran.
 // Until Ready, no other process can open it either.
 func (l *Log) Alone() bool { return l.alone }
