@@ -200,10 +200,15 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 }
 
 // openLog opens the write-ahead log. A process that has the directory alone
-// replays it first (fs_wal.go); a poisoned log cannot be opened while other
+// replays it first (fs_wal.go) if the machine rebooted since the log was
+// last used or a sync failed; a poisoned log cannot be opened while other
 // processes still have it open.
 func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
-	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log})
+	boot := wal.LinuxBootID
+	if b, ok := opts.FS.(interface{ BootID() (string, error) }); ok {
+		boot = b.BootID // a simulated machine (tests)
+	}
+	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: boot})
 	if err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
@@ -214,6 +219,12 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 			l.Close()
 			return fmt.Errorf("durofs: open %s: %w (close every process using the directory; the first to reopen it replays the log)", p.dir, err)
 		}
+		return nil
+	}
+	if l.SameBoot() && l.Err() == nil {
+		// Alone, but in the same boot as every process before and no sync
+		// failed: the page cache holds what they applied, and Recover
+		// finishes what the dead left marked pending.
 		return nil
 	}
 	if err := p.replayAll(ctx); err != nil {

@@ -39,7 +39,9 @@ package provider
 //     published and consumed there is nothing left to publish again.
 //   - power loss, or a sync failure (below): the page cache is gone or
 //     cannot be trusted. The next process to open the directory while no
-//     other process has it open replays every record since the checkpoint,
+//     other process has it open - and finds the boot id in wal/boot changed
+//     (a reboot since the log was last used), or the log poisoned - replays
+//     every record since the checkpoint,
 //     in log order, rewriting every byte (history lines rewritten at their
 //     position, messages written from the record's bytes, consumed messages
 //     deleted again by the later records that consumed them), then
@@ -311,8 +313,9 @@ func (p *FSProvider) scanLog() (recs []loggedRecord, from, end wal.LSN, err erro
 
 // replayAll is recovery by a process that has the directory alone (no other
 // process has it open, so nobody reads or writes meanwhile): every record
-// since the checkpoint is applied again in log order, rewriting its bytes,
-// and a checkpoint makes the result durable. It is what runs after a power
+// since the checkpoint is applied again in log order, rewriting its bytes.
+// After a sync failure a checkpoint then makes the result durable before the
+// poison mark is cleared; otherwise the background checkpoint does. It is what runs after a power
 // loss, after a sync failure (then it also clears the poison mark), and
 // whenever the last process of a directory died.
 func (p *FSProvider) replayAll(ctx context.Context) error {
@@ -342,13 +345,21 @@ func (p *FSProvider) replayAll(ctx context.Context) error {
 		p.stats.replayed.Add(1)
 	}
 	failpoint.Hit("replay.after_apply")
+	if p.wal.Err() == nil {
+		// Nothing needs to be durable before serving: until a checkpoint
+		// covers them, the records stay in the log and a power loss replays
+		// them again. The background checkpoint makes them durable.
+		return nil
+	}
+	// Poisoned: prove the rewritten bytes reach the disk before anything
+	// is acknowledged again.
 	if err := p.syncTouched(recs); err != nil {
 		return err
 	}
 	if err := p.wal.SetCheckpoint(end); err != nil {
 		return err
 	}
-	if failed == 0 && p.wal.Err() != nil {
+	if failed == 0 {
 		return p.wal.ClearPoison()
 	}
 	return nil

@@ -139,6 +139,7 @@ const (
 	checkpointName = "checkpoint"
 	poisonName     = "POISONED"
 	openLockName   = "open.lock"
+	bootName       = "boot"
 	procsDir       = "procs"
 )
 
@@ -154,6 +155,10 @@ type Options struct {
 	SegmentSize int64
 	// Logger receives poisoning and clean-up messages (default slog.Default()).
 	Logger *slog.Logger
+	// BootID returns an id of the running boot of the machine (Linux:
+	// /proc/sys/kernel/random/boot_id; tests simulate reboots). Nil, or an
+	// error, means unknown: every Open then counts as after a reboot.
+	BootID func() (string, error)
 }
 
 // Log is one process's handle on the shared log. It is safe for concurrent
@@ -168,6 +173,7 @@ type Log struct {
 	procLock vfs.Unlocker // held until Close: this process is alive
 	procPath string
 	alone    bool
+	sameBoot bool
 	readOnly bool // OpenReadOnly: never writes, not even a poison mark
 
 	mu      sync.Mutex // serializes this process's appends and rolls
@@ -204,8 +210,9 @@ type segment struct {
 	retired bool
 }
 
-// Open opens (creating if needed) the log in dir, registers the process and
-// reports whether it is alone. It holds dir/open.lock until Ready (or Close):
+// Open opens (creating if needed) the log in dir, registers the process,
+// and reports whether it is alone (Alone) and whether the machine was
+// rebooted since the log was last used (SameBoot). It holds dir/open.lock until Ready (or Close):
 // other processes' Open waits for it, up to ctx.
 func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, error) {
 	size := opts.SegmentSize
@@ -246,8 +253,40 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 	if _, err := fsys.Stat(filepath.Join(dir, poisonName)); err == nil {
 		l.err = fmt.Errorf("%w (marked by %s)", ErrPoisoned, poisonName)
 	}
+	l.checkBoot(opts.BootID)
 	return l, nil
 }
+
+// checkBoot compares the boot id a process of this boot wrote into
+// dir/boot (unsynced) with the running boot's, then writes the running
+// boot's. A power loss or an OS crash leaves the old boot's id, a torn file
+// or none, so SameBoot is true only if the page cache the files were
+// applied to is the one the machine still runs on.
+func (l *Log) checkBoot(bootID func() (string, error)) {
+	if bootID == nil {
+		return
+	}
+	boot, err := bootID()
+	if err != nil || boot == "" {
+		return
+	}
+	path := filepath.Join(l.dir, bootName)
+	prev, _ := l.fs.ReadFile(path)
+	l.sameBoot = string(prev) == boot
+	if !l.sameBoot {
+		f, err := l.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, vfs.FilePerm)
+		if err == nil {
+			_, _ = f.Write([]byte(boot))
+			_ = f.Close()
+		}
+	}
+}
+
+// SameBoot reports whether every process that used the log since the
+// machine last booted did so in this boot: no power loss or OS crash since,
+// so whatever they applied is in the page cache. (False when the boot id is
+// unknown.)
+func (l *Log) SameBoot() bool { return l.sameBoot }
 
 // OpenReadOnly opens the log in dir for reading (Scan, Checkpoint,
 // CheckShared, SyncThrough): it writes nothing, registers nothing and takes

@@ -390,3 +390,34 @@ func TestSplitAppendIsNotAcknowledged(t *testing.T) {
 		t.Fatalf("got %q", ps)
 	}
 }
+
+// SameBoot is true only when the log was used before in the running boot.
+func TestSameBoot(t *testing.T) {
+	fsys := vfs.NewStrictMem()
+	fsys.MkdirAll("/d", 0o700)
+	fsys.MarkAllSynced()
+	open := func() bool {
+		l, err := Open(context.Background(), fsys, testDir, Options{BootID: fsys.BootID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Ready()
+		defer l.Close()
+		return l.SameBoot()
+	}
+	for i, want := range []bool{false, true, true} {
+		if got := open(); got != want {
+			t.Fatalf("open %d: SameBoot = %v, want %v", i, got, want)
+		}
+	}
+	fsys.MarkAllSynced() // even a durable boot file names the old boot
+	fsys.Crash()
+	if open() {
+		t.Fatal("after a crash (a new boot) SameBoot must be false")
+	}
+	if l, err := Open(context.Background(), fsys, testDir, Options{}); err != nil || l.SameBoot() {
+		t.Fatalf("unknown boot: SameBoot must be false (%v)", err)
+	} else {
+		l.Close()
+	}
+}
