@@ -42,7 +42,6 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz '^FuzzDecodeLine$$' -fuzztime 200000x ./history/
 	$(GO) test -run XXX -fuzz '^FuzzEncode$$' -fuzztime 400000x ./internal/names/
 	$(GO) test -run XXX -fuzz '^FuzzLeaseFile$$' -fuzztime 80000x ./lease/
-	$(GO) test -run XXX -fuzz '^FuzzOpen$$' -fuzztime 200000x ./internal/seal/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
 ## SIGSTOP zombie rounds), then every invariant of design.md §6; exits

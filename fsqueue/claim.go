@@ -74,8 +74,7 @@ type claimEntry struct {
 	claim   Claim
 	exists  bool
 	corrupt bool
-	// identity of the file the claim was read from (with a Recycler an
-	// inode may come back to the same path, but every move sets its ctime)
+	// identity of the file the claim was read from
 	ino   uint64
 	size  int64
 	mtime time.Time
@@ -285,7 +284,7 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 	gone := func() error {
 		q.forget(e.Name)
 		q.log.Debug("fsqueue: claimed message vanished", "dir", q.dir, "name", e.Name)
-		if err := q.removeFile(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
+		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
 			return fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
 		}
 		return nil
@@ -310,7 +309,7 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 		if exists {
 			return nil, q.writeClaim(e.Name, old)
 		}
-		if err := q.removeFile(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
+		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
 			return nil, fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
 		}
 		return nil, nil
@@ -413,9 +412,7 @@ func (q *Queue) readClaim(name string) (Claim, bool, error) {
 		return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w (%w): %w", name, ErrCorrupt, errCorrupt, err)
 	}
 	if c.Token != "" {
-		// A token of another message: the file is not this message's claim
-		// (after a power loss, a claim path may name an inode that was
-		// recycled for another claim; see Recycler).
+		// A token of another message: the file is not this message's claim.
 		if n, ok := NameFromToken(c.Token); !ok || n != name {
 			return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w (%w): token %q of another message", name, ErrCorrupt, errCorrupt, c.Token)
 		}
@@ -443,7 +440,7 @@ func (q *Queue) writeClaim(name string, c Claim) error {
 	if q.opts.VolatileClaims {
 		fsys = vfs.NoSync(fsys)
 	}
-	if err := q.replaceClaim(fsys, q.claimPath(name), data, nil, nil); err != nil {
+	if err := vfs.WriteFile(fsys, q.claimPath(name), data); err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 	}
 	return nil
@@ -503,28 +500,6 @@ func (g *ClaimGuard) Write(c Claim) error {
 		return err
 	}
 	return g.q.writeClaim(g.name, c)
-}
-
-// Commit durably replaces the message's claim, making it a commit record:
-// the new claim is written unsynced, barrier makes it (and everything the
-// caller wrote before) durable, then it is renamed into place and the
-// claims directory fsynced by syncDir (nil: an fsync of its own; see
-// [vfs.WriteFileAfterBarrier] and [Queue.SyncClaimsDir]). When Commit
-// returns nil the claim is durable; when it fails the old claim is in place
-// (or, if only the final directory fsync failed, the new one with unknown
-// durability - the caller must treat its commit as failed).
-func (g *ClaimGuard) Commit(c Claim, barrier, syncDir func() error) error {
-	if err := g.checkWrite(c); err != nil {
-		return err
-	}
-	data, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
-	}
-	if err := g.q.replaceClaim(g.q.fsys, g.q.claimPath(g.name), data, barrier, syncDir); err != nil {
-		return fmt.Errorf("fsqueue: commit claim %s: %w", g.name, err)
-	}
-	return nil
 }
 
 func (g *ClaimGuard) checkWrite(c Claim) error {
@@ -731,7 +706,7 @@ func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepSt
 			if !exists || (err == nil && c.State != "") {
 				return nil
 			}
-			if err := q.removeFile(q.claimPath(name)); err != nil {
+			if err := q.fsys.Remove(q.claimPath(name)); err != nil {
 				if vfs.IsNotExist(err) {
 					return nil
 				}

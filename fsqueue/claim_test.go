@@ -319,8 +319,8 @@ func TestClaimNeverReturnsExpiredLease(t *testing.T) {
 
 // A claim file that is not this message's claim - unparsable (possible
 // only after a power loss without fsync), or a held or acked claim of
-// another message (a recycled inode that a power loss left at this path) -
-// does not block the message: it is redelivered as if unclaimed.
+// another message - does not block the message: it is redelivered as if
+// unclaimed.
 func TestCorruptClaimRedelivers(t *testing.T) {
 	// a claim of message 01ARZ3NDEKTSV4RRFFQ69G5FAV
 	tok := func(state string) string {

@@ -137,31 +137,6 @@
 //     not yet visible at the new time - including one enqueued for "now"
 //     just before the step - becomes visible up to Δ later.
 //
-// # Recycled files
-//
-// With an [Options.Recycler] the queue writes new claims and staged messages
-// into spare files that the recycler lends (overwrite, then rename, or
-// exchange with the old claim: [vfs.MoveVia], [vfs.ReplaceVia]) and moves
-// removed messages and claims to spare names instead of unlinking them
-// ([RemoveVia]), so its steady state allocates and frees no inodes. Two
-// rules keep this as safe as fresh files:
-//
-//   - An inode that left a queue path is overwritten only once that move is
-//     durable ([Recycler.Hold]); before, a power loss could put the path
-//     back on the inode with new bytes. Even then the bytes would be
-//     recognised: a message file names its message, and a claim holding
-//     another message's token is corrupt (no claim).
-//   - Messages are read lock-free (the index, Get), so a reader could open
-//     a message just before it is removed and read the inode after it was
-//     rewritten as a spare. A read therefore checks, once done, that the
-//     path still names the inode read ([vfs.ReadStable]); message names
-//     are never reused, so if it does, nothing was recycled under it, and
-//     if not, the message is gone (fs.ErrNotExist).
-//
-// Spares must not be named like messages or claims (the scanners skip
-// them). Every process reads message files this way, with or without a
-// recycler of its own.
-//
 // # Caching
 //
 // [Queue.List] keeps an in-memory index of message headers. It re-reads the
@@ -171,9 +146,8 @@
 // would not change the mtime; the margin makes the cache safe), and it reads
 // only the files it has not seen. ClaimNext caches the listing of claims/ and
 // parsed claim files the same way, keyed by the claim file's identity (inode,
-// size, mtime, ctime: a recycled inode that comes back to a path has been
-// moved, which sets its ctime). These comparisons are between file-system timestamps and the
-// real time ([time.Now]), not the injected clock. The caches only decide
-// which messages are worth trying: every decision to hand out a message is
-// made on a fresh read of its claim under the shard flock.
+// size, mtime, ctime). These comparisons are between file-system timestamps
+// and the real time ([time.Now]), not the injected clock. The caches only
+// decide which messages are worth trying: every decision to hand out a
+// message is made on a fresh read of its claim under the shard flock.
 package fsqueue

@@ -8,8 +8,7 @@ import (
 )
 
 // fileIno returns the inode number of fi, or 0 if unknown. Every claim write
-// moves another inode into place (a new file, or a recycled spare), so the
-// inode changes with each write.
+// renames a new file into place, so the inode changes with each write.
 // (The conversion is needed where Ino is not a uint64.)
 func fileIno(fi fs.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {

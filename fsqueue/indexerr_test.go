@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -16,7 +15,7 @@ import (
 )
 
 // faultFS injects one-shot faults into what the queue index reads: fail maps
-// a path to the error of its next OpenFile for reading (a message header) or
+// a path to the error of its next ReadFile (a message header) or
 // ReadDirNames (the queue directory); overflow makes the next watch Drain
 // lose its events and report an overflow; afterReadDir runs once, after the
 // next ReadDirNames (a change made by another process during a listing). It
@@ -74,13 +73,11 @@ func (f *faultFS) armed() bool {
 	return len(f.fail) > 0 || f.overflow || f.afterReadDir != nil
 }
 
-func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
-	if flag&(os.O_WRONLY|os.O_RDWR) == 0 {
-		if err := f.take(name); err != nil {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-		}
+func (f *faultFS) ReadFile(name string) ([]byte, error) {
+	if err := f.take(name); err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return f.FS.OpenFile(name, flag, perm)
+	return f.FS.ReadFile(name)
 }
 
 func (f *faultFS) ReadDirNames(name string) ([]string, error) {

@@ -108,15 +108,8 @@ type Options struct {
 	// VolatileClaims makes the claims written by ClaimNext, Renew, Abandon
 	// and ClaimGuard.Write unsynced, like leases: a power loss may lose a
 	// claim (the message is delivered again, at least once) or leave it
-	// unreadable (treated as no claim). A claim written with
-	// ClaimGuard.Commit is durable either way.
+	// unreadable (treated as no claim).
 	VolatileClaims bool
-	// Recycler, if set, lends spare files for claims and staged messages
-	// and takes back removed ones, so that the queue allocates and frees
-	// no inodes in its steady state (see [Recycler]). Every process sharing
-	// the queue reads message files so that recycling is safe, with or
-	// without one.
-	Recycler Recycler
 }
 
 // Queue is a message queue in one directory. It is safe for concurrent use
@@ -427,27 +420,26 @@ func (q *Queue) Stage(m Message) error {
 	if err != nil {
 		return err
 	}
-	if err := q.writeStaged(q.stagedPath(m.Name), data, true, true); err != nil {
+	if err := vfs.WriteFileNoDirSync(q.fsys, q.stagedPath(m.Name), data); err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
 	}
 	return nil
 }
 
-// StageDeferred is Stage without any fsync. The caller must make the staged
-// file durable before its commit point names it - with a file-system barrier
-// ([vfs.SyncFS]) that also covers everything else the commit wrote.
+// StageDeferred is Stage without any fsync: the caller keeps its own
+// durable copy of the message (a write-ahead log record) until the staged
+// file is published and made durable.
 //
 // The file is written under its staged name directly ([vfs.WriteNew], no
-// temporary file and rename): a staged file is read only through a commit
-// record that names it, written after it and made durable by the same
-// barrier, so one left partial by a kill -9 or a power loss before that
-// barrier has no record and is removed as an orphan ([Queue.Staged]).
+// temporary file and rename), so a kill -9 or a power loss can leave it
+// partial (reading it gives [ErrCorrupt]): the caller rewrites it from its
+// record, or removes it as an orphan if there is none ([Queue.Staged]).
 func (q *Queue) StageDeferred(m Message) error {
 	data, err := q.encode(&m)
 	if err != nil {
 		return err
 	}
-	if err := q.writeStaged(q.stagedPath(m.Name), data, false, false); err != nil {
+	if err := vfs.WriteNew(vfs.NoSync(q.fsys), q.stagedPath(m.Name), data); err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", m.Name, err)
 	}
 	return nil
@@ -500,7 +492,7 @@ func (q *Queue) StageData(name string, data []byte) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.writeStaged(q.stagedPath(name), data, false, false); err != nil {
+	if err := vfs.WriteNew(vfs.NoSync(q.fsys), q.stagedPath(name), data); err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", name, err)
 	}
 	return nil
@@ -545,7 +537,7 @@ func (q *Queue) ReadStaged(name string) (Message, error) {
 	if err := checkName(name); err != nil {
 		return Message{}, err
 	}
-	data, err := q.readMessageFile(q.stagedPath(name))
+	data, err := q.fsys.ReadFile(q.stagedPath(name))
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: %w", name, ErrNotFound, err)
@@ -565,7 +557,7 @@ func (q *Queue) Unstage(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.removeFile(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.fsys.Remove(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: unstage %s: %w", name, err)
 	}
 	return nil
@@ -597,11 +589,11 @@ func (q *Queue) Delete(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.removeFile(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
 	}
 	q.forget(name)
-	if err := q.removeFile(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
 	}
 	return nil
@@ -610,13 +602,13 @@ func (q *Queue) Delete(name string) error {
 // DeleteMessage unlinks only the message file (ENOENT is success), without a
 // directory fsync. With DeleteClaim it lets a caller sync the message
 // directory between the two unlinks, so that after a power loss the claim
-// (which may be the caller's commit record) can never be gone while the
-// message it covers comes back.
+// (which may hold the caller's state) can never be gone while the message it
+// covers comes back.
 func (q *Queue) DeleteMessage(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.removeFile(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
 	}
 	q.forget(name)
@@ -629,7 +621,7 @@ func (q *Queue) DeleteClaim(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.removeFile(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
 	}
 	return nil
@@ -663,7 +655,7 @@ func (q *Queue) Get(name string) (Message, error) {
 	if ok {
 		return cloneMessage(m), nil
 	}
-	data, err := q.readMessageFile(q.msgPath(name))
+	data, err := q.fsys.ReadFile(q.msgPath(name))
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Message{}, fmt.Errorf("fsqueue: get %s: %w: %w", name, ErrNotFound, err)
@@ -1023,7 +1015,7 @@ func (q *Queue) removeEntry(name string) {
 var errCorrupt = errors.New("corrupt file")
 
 func (q *Queue) readHeader(name string) (Entry, error) {
-	data, err := q.readMessageFile(q.msgPath(name))
+	data, err := q.fsys.ReadFile(q.msgPath(name))
 	if err != nil {
 		return Entry{}, err
 	}

@@ -79,7 +79,8 @@
 // with [ErrDuplicateID] if any of its records landed.
 //
 // The redo is [Log.AppendAt]: a caller that first made its intent durable
-// (a commit record holding base and the records) redoes it after any crash.
+// (a write-ahead log record holding base and the records) redoes it after
+// any crash.
 // AppendAt counts the valid records n, checks that the ones already present
 // at positions [base, n) are exactly the first n-base of the batch, and
 // appends only the rest. Because every crash state above is "old records +

@@ -12,9 +12,8 @@ import (
 // BenchmarkTurn measures one durable orchestration turn on the happy path:
 // fetch a batch of one message, ack with one history event, one activity and
 // one orchestrator message; then the worker fetch and ack with a completion.
-// It reports fsyncs (files, directories and file-system barriers) per
-// orchestration ack and per work ack, counted exactly through the vfs layer,
-// in the default commit mode (barrier on Linux).
+// It reports fsyncs (files and directories) per orchestration ack and per
+// work ack, counted exactly through the vfs layer.
 func BenchmarkTurn(b *testing.B) {
 	for _, d := range []Durability{Durable, ProcessCrashSafe} {
 		b.Run(d.String(), func(b *testing.B) {
@@ -64,12 +63,10 @@ func BenchmarkTurn(b *testing.B) {
 			b.ReportMetric(float64(ackSyncs.DirSyncs)/n, "dir-fsyncs/ack")
 			b.ReportMetric(float64(wackSyncs.FileSyncs)/n, "file-fsyncs/work-ack")
 			b.ReportMetric(float64(wackSyncs.DirSyncs)/n, "dir-fsyncs/work-ack")
-			b.ReportMetric(float64(ackSyncs.FSSyncs)/n, "barriers/ack")
-			b.ReportMetric(float64(wackSyncs.FSSyncs)/n, "barriers/work-ack")
 		})
 	}
 }
 
 func addCounts(a, b vfs.Counts) vfs.Counts {
-	return vfs.Counts{FileSyncs: a.FileSyncs + b.FileSyncs, DirSyncs: a.DirSyncs + b.DirSyncs, FSSyncs: a.FSSyncs + b.FSSyncs}
+	return vfs.Counts{FileSyncs: a.FileSyncs + b.FileSyncs, DirSyncs: a.DirSyncs + b.DirSyncs}
 }

@@ -1232,8 +1232,8 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 		var c fsqueue.Claim
 		err = json.Unmarshal(data, &c)
 		if tokenOf, ok := fsqueue.NameFromToken(c.Token); err == nil && c.Token != "" && (!ok || tokenOf != name) {
-			// After a power loss a claim path can name an inode recycled
-			// for another claim (fsqueue.Recycler): not this item's claim.
+			// A claim holding another message's token is not this
+			// item's claim.
 			err = fmt.Errorf("it holds the token %q of another message", c.Token)
 		}
 		if err != nil {

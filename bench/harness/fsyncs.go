@@ -19,9 +19,8 @@ type SyncClass struct {
 	Label string
 	// Calls is how many calls were counted.
 	Calls int
-	// FileSyncs, DirSyncs and Barriers (file-system syncs, syncfs) are
-	// totals over those calls.
-	FileSyncs, DirSyncs, Barriers int64
+	// FileSyncs and DirSyncs are totals over those calls.
+	FileSyncs, DirSyncs int64
 	// MinTotal and MaxTotal are the fewest and most syncs of one call.
 	MinTotal, MaxTotal int64
 	// Creates and Unlinks are the files created and names unlinked (or
@@ -46,18 +45,10 @@ func (c SyncClass) PerCall() (file, dir float64) {
 	return float64(c.FileSyncs) / float64(c.Calls), float64(c.DirSyncs) / float64(c.Calls)
 }
 
-// BarriersPerCall returns the mean file-system barriers per call.
-func (c SyncClass) BarriersPerCall() float64 {
-	if c.Calls == 0 {
-		return 0
-	}
-	return float64(c.Barriers) / float64(c.Calls)
-}
-
-// Total returns the mean syncs (files + directories + barriers) per call.
+// Total returns the mean syncs (files + directories) per call.
 func (c SyncClass) Total() float64 {
 	f, d := c.PerCall()
-	return f + d + c.BarriersPerCall()
+	return f + d
 }
 
 func (c *SyncClass) add(d vfs.Counts, f vfs.FileCounts) {
@@ -73,7 +64,6 @@ func (c *SyncClass) add(d vfs.Counts, f vfs.FileCounts) {
 	c.Calls++
 	c.FileSyncs += d.FileSyncs
 	c.DirSyncs += d.DirSyncs
-	c.Barriers += d.FSSyncs
 }
 
 // FsyncResult is the fsync section's result.
@@ -89,10 +79,10 @@ type FsyncResult struct {
 	// in, one activity out). Calls is 0 if the workload had none.
 	FirstTurn, SteadyTurn SyncClass
 	// Total is every sync the FS saw; Unattributed those made outside the
-	// counted calls: only the cleaner's barriers (barrier commit mode).
+	// counted calls (the background checkpoint's).
 	Total, Unattributed vfs.Counts
 	// Files are all files created and names unlinked; FilesUnattributed
-	// those outside the counted calls (the cleaner's, and the sweeper's).
+	// those outside the counted calls (the checkpoint's and the sweeper's).
 	Files, FilesUnattributed vfs.FileCounts
 	// CommitMode is the provider's commit mode ("barrier" or "per-file").
 	CommitMode string
@@ -132,7 +122,7 @@ func (s *syncCounter) call(f func() (label string)) {
 	label := f()
 	d := s.cfs.Counts().Sub(before)
 	fd := subFiles(s.cfs.Files(), fbefore)
-	s.counted = vfs.Counts{FileSyncs: s.counted.FileSyncs + d.FileSyncs, DirSyncs: s.counted.DirSyncs + d.DirSyncs, FSSyncs: s.counted.FSSyncs + d.FSSyncs}
+	s.counted = vfs.Counts{FileSyncs: s.counted.FileSyncs + d.FileSyncs, DirSyncs: s.counted.DirSyncs + d.DirSyncs}
 	s.files = vfs.FileCounts{Creates: s.files.Creates + fd.Creates, Unlinks: s.files.Unlinks + fd.Unlinks}
 	c, ok := s.classes[label]
 	if !ok {

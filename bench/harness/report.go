@@ -44,7 +44,7 @@ func (r *Result) Targets() []Target {
 				continue
 			}
 			fl, dl := c.PerCall()
-			add(name, want, fmt.Sprintf("%s file + %s dir", num(fl), num(dl)), fl <= 1 && dl == 0 && c.BarriersPerCall() == 0, true)
+			add(name, want, fmt.Sprintf("%s file + %s dir", num(fl), num(dl)), fl <= 1 && dl == 0, true)
 		}
 	} else {
 		add("syncs per durable ack", want, "", false, false)
@@ -210,9 +210,9 @@ func writeThroughput(b *strings.Builder, t *ThroughputResult, cfg Config) {
 
 func writeFsyncs(b *strings.Builder, f *FsyncResult) {
 	b.WriteString("## fsyncs per call (durofs, exact)\n\n")
-	fmt.Fprintf(b, "%s; every provider call serialised and every `File.Sync`, `SyncDir` and file-system barrier (`SyncFS`, syncfs(2)) counted through `internal/vfs.Counting`. "+
+	fmt.Fprintf(b, "%s; every provider call serialised and every `File.Sync` (or fdatasync) and `SyncDir` counted through `internal/vfs.Counting`. "+
 		"Commit mode: %s. Workload check: %s.\n\n", f.Workload, f.CommitMode, f.Verify)
-	b.WriteString("| call | calls | file fsyncs / call | dir fsyncs / call | barriers / call | total / call | min–max | files created / call | names unlinked / call |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| call | calls | file fsyncs / call | dir fsyncs / call | total / call | min–max | files created / call | names unlinked / call |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range append(slices.Clone(f.Classes), f.FirstTurn, f.SteadyTurn, f.OrchAcks, f.WorkAcks) {
 		if c.Calls == 0 {
 			continue
@@ -224,14 +224,13 @@ func writeFsyncs(b *strings.Builder, f *FsyncResult) {
 			label = "**" + label + "**"
 		}
 		cr, ul := c.FilesPerCall()
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %d–%d | %s | %s |\n", label, c.Calls, num(fl), num(dl), num(c.BarriersPerCall()), num(c.Total()), c.MinTotal, c.MaxTotal, num(cr), num(ul))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %d–%d | %s | %s |\n", label, c.Calls, num(fl), num(dl), num(c.Total()), c.MinTotal, c.MaxTotal, num(cr), num(ul))
 	}
-	fmt.Fprintf(b, "\nAll syncs: %d file + %d dir + %d barriers; outside the counted calls: %d file + %d dir + %d barriers "+
-		"(barriers outside calls are the cleaner's, which removes applied commit records after a barrier; an idle process runs one).\n\n",
-		f.Total.FileSyncs, f.Total.DirSyncs, f.Total.FSSyncs, f.Unattributed.FileSyncs, f.Unattributed.DirSyncs, f.Unattributed.FSSyncs)
+	fmt.Fprintf(b, "\nAll syncs: %d file + %d dir; outside the counted calls (the background checkpoint's): %d file + %d dir.\n\n",
+		f.Total.FileSyncs, f.Total.DirSyncs, f.Unattributed.FileSyncs, f.Unattributed.DirSyncs)
 	if turns := f.OrchAcks.Calls; turns > 0 {
 		fmt.Fprintf(b, "Inode churn (files created / names unlinked or replaced, counted the same way): %d / %d in all, %s / %s per orchestration ack; "+
-			"outside the counted calls (the cleaner): %d / %d. On ext4 without a journal every file creation scans past the inodes freed in the last minute (BENCHMARKS.md).\n\n",
+			"outside the counted calls (checkpoint and sweeper): %d / %d. On ext4 without a journal every file creation scans past the inodes freed in the last minute (BENCHMARKS.md).\n\n",
 			f.Files.Creates, f.Files.Unlinks, num(float64(f.Files.Creates)/float64(turns)), num(float64(f.Files.Unlinks)/float64(turns)),
 			f.FilesUnattributed.Creates, f.FilesUnattributed.Unlinks)
 	}

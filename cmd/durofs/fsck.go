@@ -20,12 +20,13 @@ type fsckJSON struct {
 func fsckCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs fsck", "durofs fsck [--repair] [--dir D] [--json]", `
 Checks a durofs directory: FORMAT; every history file's CRCs, torn tails and
-events; temporary and staged files nobody will finish; pending commit records
-and acked work items; expired leases; unparseable files (instance.json,
-state.json, lease.json, queue messages, claims, sessions, commit records);
-messages for unknown instances; and the counters of instance.json and
-state.json against the files. It runs safely beside live processes (every
-check takes the lock the provider's writers take).
+events; temporary and staged files nobody will finish; pending commits (log
+records not yet applied) and acked work items; expired leases; unparseable
+files (instance.json, state.json, lease.json, queue messages, claims,
+sessions, the write-ahead log); messages for unknown instances; and the
+counters of instance.json and state.json against the files. It runs safely
+beside live processes (every check takes the lock the provider's writers
+take).
 
 With --repair it fixes what is safe: it applies pending commits, finishes
 work acks, removes old temporary files, orphan staged files and orphan
@@ -97,7 +98,7 @@ func printFsck(w io.Writer, rep provider.FsckReport, remaining int) {
 		}
 	}
 	ck := rep.Checked
-	fmt.Fprintf(w, "\nchecked: %d instances, %d executions, %d history records, %d leases, %d commit records, %d messages, %d staged, %d claims, %d sessions, %d temporary files",
+	fmt.Fprintf(w, "\nchecked: %d instances, %d executions, %d history records, %d leases, %d log records, %d messages, %d staged, %d claims, %d sessions, %d temporary files",
 		ck.Instances, ck.Executions, ck.HistoryRecords, ck.Leases, ck.Commits, ck.Messages, ck.Staged, ck.Claims, ck.Sessions, ck.TempFiles)
 	if ck.Quarantined > 0 {
 		fmt.Fprintf(w, "; quarantine/ holds %d file(s)", ck.Quarantined)

@@ -1,7 +1,6 @@
 // Package crashcheck reads the durable content of a durofs directory as a
 // canonical, comparable [Snapshot] and checks the invariants that must hold
-// after recovery. The crash-point sweep (scripts/crashtest) and the
-// power-loss simulation (provider/powerloss_test.go) share it.
+// after recovery. The crash-point sweep (scripts/crashtest) uses it.
 //
 // A snapshot is a sorted multiset of text facts, one per durable item that a
 // client can observe:
@@ -33,7 +32,6 @@ import (
 	"strings"
 
 	"github.com/durofs/durofs/history"
-	"github.com/durofs/durofs/internal/seal"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -49,8 +47,6 @@ type Snapshot struct {
 	Problems []string
 	// Garbage counts leftovers that are invisible to clients.
 	Garbage Garbage
-
-	dir string // the data directory (seals name files relative to it)
 }
 
 // Garbage counts invisible leftovers of interrupted operations.
@@ -63,10 +59,9 @@ type Garbage struct {
 	// OrphanClaims counts worker claims whose message is gone.
 	OrphanClaims int
 	// Applied counts commit records and acked claims whose apply finished
-	// and which wait for removal after the next file-system barrier (barrier
-	// commit mode): an instance record whose commit id the instance's lease
-	// marks applied, or an acked claim whose message is gone and whose
-	// completion is no longer staged.
+	// and which wait for removal: an instance record in commits/ whose
+	// commit id the instance's lease marks applied, or an acked claim whose
+	// message is gone and whose completion is no longer staged.
 	Applied int
 }
 
@@ -78,7 +73,7 @@ func (g Garbage) String() string {
 // Take reads the directory dir of fsys. Unreadable files are reported as
 // problems; an error means dir itself could not be listed.
 func Take(fsys vfs.FS, dir string) (*Snapshot, error) {
-	s := &Snapshot{dir: dir}
+	s := &Snapshot{}
 	if err := s.readInstances(fsys, dir); err != nil {
 		return nil, err
 	}
@@ -93,23 +88,6 @@ func Take(fsys vfs.FS, dir string) (*Snapshot, error) {
 	slices.Sort(s.Facts)
 	slices.Sort(s.Problems)
 	return s, nil
-}
-
-// readSealed reads a file the provider seals (internal/seal) and returns
-// its object without the seal. A seal that does not match the file's path
-// below dir is an error: in a crash state it means a torn file or another
-// file's content, which recovery must never leave behind.
-func readSealed(fsys vfs.FS, dir, path string) ([]byte, error) {
-	data, err := fsys.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := filepath.Rel(dir, path)
-	if err != nil {
-		return nil, err
-	}
-	obj, _, err := seal.Open(filepath.ToSlash(rel), data)
-	return obj, err
 }
 
 func (s *Snapshot) problem(format string, args ...any) {
@@ -175,7 +153,7 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 			TotalEvents uint64   `json:"total_events"`
 		}
 		hasInst := false
-		if data, err := readSealed(fsys, dir, filepath.Join(idir, "instance.json")); err == nil {
+		if data, err := fsys.ReadFile(filepath.Join(idir, "instance.json")); err == nil {
 			c, err := canonical(data, instanceVolatile, map[string][]string{"record": recordVolatile})
 			if err != nil || json.Unmarshal(data, &inst) != nil {
 				s.problem("instance %s: unparseable instance.json: %v", key, err)
@@ -223,7 +201,7 @@ func (s *Snapshot) readExecution(fsys vfs.FS, edir, label string) (events int, h
 	var st struct {
 		EventCount uint64 `json:"event_count"`
 	}
-	if data, err := readSealed(fsys, s.dir, filepath.Join(edir, "state.json")); err == nil {
+	if data, err := fsys.ReadFile(filepath.Join(edir, "state.json")); err == nil {
 		c, err := canonical(data, stateVolatile, nil)
 		if err != nil || json.Unmarshal(data, &st) != nil {
 			s.problem("execution %s: unparseable state.json: %v", label, err)
@@ -370,8 +348,7 @@ func (s *Snapshot) readCommits(fsys vfs.FS, cdir string) error {
 }
 
 // RecordApplied reports whether commits/<name> is an instance's commit
-// record that its lease marks applied (barrier mode leaves such records for
-// a cleaner).
+// record that its lease marks applied.
 func RecordApplied(fsys vfs.FS, dir, name string) bool {
 	key, ok := strings.CutSuffix(name, msgSuffix)
 	if !ok {

@@ -7,8 +7,8 @@ import (
 )
 
 // ChangeTime returns fi's inode change time (ctime: set by every write and
-// every rename or exchange of the inode), or its ModTime where the file
-// system does not say.
+// every rename of the inode), or its ModTime where the file system does not
+// say.
 func ChangeTime(fi fs.FileInfo) time.Time {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)

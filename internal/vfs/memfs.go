@@ -31,7 +31,7 @@ var memEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 var memOps = map[string]bool{
 	"open": true, "read": true, "write": true, "sync": true, "syncdir": true,
 	"truncate": true, "rename": true, "link": true, "remove": true,
-	"mkdir": true, "readdir": true, "syncfs": true, "exchange": true,
+	"mkdir": true, "readdir": true,
 }
 
 // MemFS is an in-memory, strict implementation of [FS] for power-loss
@@ -473,6 +473,15 @@ func (m *MemFS) resetToSynced() {
 	walk(m.root)
 }
 
+// BootID identifies the simulated machine's boot: it changes with every
+// [MemFS.Crash], and a [MemFS.CrashClone] is a later boot than its source.
+// (The write-ahead log compares boot ids to tell a restart from a reboot.)
+func (m *MemFS) BootID() (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("memfs-boot-%d", m.boots), nil
+}
+
 // CrashClone returns a new MemFS holding the state a power loss now would
 // leave (see [MemFS.Crash]), and leaves m unchanged. The clone has no open
 // handles, locks, faults or hook, a sync count of zero, and a copy of m's
@@ -484,9 +493,8 @@ func (m *MemFS) CrashClone() *MemFS { return m.crashClone(false) }
 // back every file's data but no directory entry since its last sync: every
 // file reachable through synced entries holds its current data, synced or
 // not. It is the other extreme of a power loss (CrashClone: no unsynced
-// data reached the disk) and the one that catches a file overwritten in
-// place while a synced directory entry still names it - an inode recycled
-// before the swap that moved it away was durable.
+// data reached the disk) and the one that shows unsynced in-place
+// overwrites of files whose names are durable.
 func (m *MemFS) CrashCloneWriteback() *MemFS { return m.crashClone(true) }
 
 func (m *MemFS) crashClone(writeback bool) *MemFS {
@@ -541,34 +549,6 @@ func (m *MemFS) crashClone(writeback bool) *MemFS {
 func (m *MemFS) MarkAllSynced() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.syncAll()
-}
-
-// SyncFS implements [BarrierFS]: the whole current tree becomes durable
-// (the simulated file system holds everything under "/"). It is a sync
-// point ([MemFS.OnSync]) and can be failed with InjectError("syncfs", ...).
-func (m *MemFS) SyncFS(dir string) error {
-	m.mu.Lock()
-	if err := m.faultErr("syncfs"); err != nil {
-		m.mu.Unlock()
-		return memPathErr("syncfs", dir, err)
-	}
-	m.syncAll()
-	m.synced() // unlocks
-	return nil
-}
-
-// BootID implements [BarrierFS]: it changes with every [MemFS.Crash], and a
-// [MemFS.CrashClone] starts a new boot.
-func (m *MemFS) BootID() (string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return fmt.Sprintf("memfs-boot-%d", m.boots), nil
-}
-
-// syncAll makes every reachable file's data and directory's entries
-// durable. m.mu must be held.
-func (m *MemFS) syncAll() {
 	seen := map[*memNode]bool{}
 	var walk func(n *memNode)
 	walk = func(n *memNode) {
@@ -709,34 +689,6 @@ func (m *MemFS) stat(op, name string) (fs.FileInfo, error) {
 	return n.info(filepath.Base(name)), nil
 }
 
-// memEntry names a directory entry: its path's parts, its parent directory
-// and its last component.
-type memEntry struct {
-	parts []string
-	dir   *memNode
-	base  string
-}
-
-// entryPair resolves the parents of the two paths of a rename or exchange.
-// Neither may be the root (EBUSY); both parents must exist. The caller
-// holds m.mu.
-func (m *MemFS) entryPair(a, b string) (ea, eb memEntry, err error) {
-	if ea.parts, err = memParts(a); err != nil {
-		return
-	}
-	if eb.parts, err = memParts(b); err != nil {
-		return
-	}
-	if len(ea.parts) == 0 || len(eb.parts) == 0 {
-		return ea, eb, syscall.EBUSY
-	}
-	if ea.dir, ea.base, err = m.lookupParent(ea.parts); err != nil {
-		return
-	}
-	eb.dir, eb.base, err = m.lookupParent(eb.parts)
-	return
-}
-
 // Rename implements FS. It atomically moves the entry oldpath to newpath,
 // replacing a file at newpath. Like os.Rename, it fails with fs.ErrExist if
 // newpath is an existing directory (unless it is oldpath itself), and with
@@ -749,12 +701,25 @@ func (m *MemFS) Rename(oldpath, newpath string) error {
 	if err := m.faultErr("rename"); err != nil {
 		return lerr(err)
 	}
-	o, nw, err := m.entryPair(oldpath, newpath)
+	op, err := memParts(oldpath)
 	if err != nil {
 		return lerr(err)
 	}
-	op, od, obase := o.parts, o.dir, o.base
-	np, nd, nbase := nw.parts, nw.dir, nw.base
+	np, err := memParts(newpath)
+	if err != nil {
+		return lerr(err)
+	}
+	if len(op) == 0 || len(np) == 0 {
+		return lerr(syscall.EBUSY)
+	}
+	od, obase, err := m.lookupParent(op)
+	if err != nil {
+		return lerr(err)
+	}
+	nd, nbase, err := m.lookupParent(np)
+	if err != nil {
+		return lerr(err)
+	}
 	n := od.children[obase]
 	if n == nil {
 		return lerr(fs.ErrNotExist)
@@ -777,37 +742,6 @@ func (m *MemFS) Rename(oldpath, newpath string) error {
 	delete(od.children, obase)
 	nd.children[nbase] = n
 	od.modTime, nd.modTime = t, t
-	return nil
-}
-
-// Exchange implements [Exchanger]: a and b swap their inodes, atomically.
-// Like Rename it changes only the current entries of the two directories;
-// each becomes durable with a SyncDir of its directory (so after a crash a
-// directory synced since the swap shows it and one not synced does not,
-// and an inode may then be named twice or not at all - as on a real disk
-// where one directory block reached it and the other did not).
-func (m *MemFS) Exchange(a, b string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	lerr := func(err error) error { return &os.LinkError{Op: "exchange", Old: a, New: b, Err: err} }
-	if err := m.faultErr("exchange"); err != nil {
-		return lerr(err)
-	}
-	ea, eb, err := m.entryPair(a, b)
-	if err != nil {
-		return lerr(err)
-	}
-	ad, abase, bd, bbase := ea.dir, ea.base, eb.dir, eb.base
-	an, bn := ad.children[abase], bd.children[bbase]
-	if an == nil || bn == nil {
-		return lerr(fs.ErrNotExist)
-	}
-	if an.dir || bn.dir {
-		return lerr(syscall.EINVAL) // files only: enough for durofs
-	}
-	t := m.tick()
-	ad.children[abase], bd.children[bbase] = bn, an
-	ad.modTime, bd.modTime = t, t
 	return nil
 }
 

@@ -522,6 +522,34 @@ func dump(t *testing.T, m vfs.FS) string {
 	return b.String()
 }
 
+// TestMemCrashCloneWriteback: the written-back image keeps every file's
+// current data but only synced directory entries.
+func TestMemCrashCloneWriteback(t *testing.T) {
+	m := newMem(t)
+	durable(t, m, "/d/old", "v1")
+	f, err := m.OpenFile("/d/old", os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.Write([]byte("v2")) // unsynced overwrite
+	must(t, err)
+	create(t, m, "/d/new", "n", false) // unsynced entry
+	wb, strict := m.CrashCloneWriteback(), m.CrashClone()
+	if got := content(t, wb, "/d/old"); got != "v2" {
+		t.Fatalf("writeback image: /d/old = %q, want v2", got)
+	}
+	if got := content(t, strict, "/d/old"); got != "v1" {
+		t.Fatalf("strict image: /d/old = %q, want v1", got)
+	}
+	if got := content(t, wb, "/d/new"); got != "<absent>" {
+		t.Fatalf("writeback image: /d/new = %q, want it absent", got)
+	}
+	_, err = f.Write([]byte("v3")) // the clone is a copy
+	must(t, err)
+	if got := content(t, wb, "/d/old"); got != "v2" {
+		t.Fatalf("writeback image changed with the original: /d/old = %q", got)
+	}
+	must(t, f.Close())
+}
+
 func TestMemCrashInvalidatesHandlesAndLocks(t *testing.T) {
 	m := newMem(t)
 	durable(t, m, "/d/f", "data")

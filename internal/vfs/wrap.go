@@ -30,17 +30,16 @@ func (noSyncFile) Sync() error { return nil }
 
 // Counts holds the number of durability calls seen by a [Counting] FS.
 type Counts struct {
-	FileSyncs int64 // File.Sync calls
+	FileSyncs int64 // File.Sync (and Datasync) calls
 	DirSyncs  int64 // SyncDir calls
-	FSSyncs   int64 // SyncFS calls (file-system barriers)
 }
 
-// Total is FileSyncs + DirSyncs + FSSyncs: every call that waits for the disk.
-func (c Counts) Total() int64 { return c.FileSyncs + c.DirSyncs + c.FSSyncs }
+// Total is FileSyncs + DirSyncs: every call that waits for the disk.
+func (c Counts) Total() int64 { return c.FileSyncs + c.DirSyncs }
 
 // Sub returns c - o.
 func (c Counts) Sub(o Counts) Counts {
-	return Counts{FileSyncs: c.FileSyncs - o.FileSyncs, DirSyncs: c.DirSyncs - o.DirSyncs, FSSyncs: c.FSSyncs - o.FSSyncs}
+	return Counts{FileSyncs: c.FileSyncs - o.FileSyncs, DirSyncs: c.DirSyncs - o.DirSyncs}
 }
 
 // CountingFS counts fsyncs of files and directories passing through it,
@@ -49,7 +48,6 @@ type CountingFS struct {
 	FS
 	fileSyncs atomic.Int64
 	dirSyncs  atomic.Int64
-	fsSyncs   atomic.Int64
 	creates   atomic.Int64
 	unlinks   atomic.Int64
 }
@@ -72,7 +70,7 @@ func Counting(inner FS) *CountingFS { return &CountingFS{FS: inner} }
 
 // Counts returns the counts so far.
 func (c *CountingFS) Counts() Counts {
-	return Counts{FileSyncs: c.fileSyncs.Load(), DirSyncs: c.dirSyncs.Load(), FSSyncs: c.fsSyncs.Load()}
+	return Counts{FileSyncs: c.fileSyncs.Load(), DirSyncs: c.dirSyncs.Load()}
 }
 
 // OpenFile implements FS.

@@ -50,8 +50,8 @@ func writeSynced(fsys FS, path string, data []byte) error {
 // Crash analysis: unlike [WriteFile] the file has its final name while it
 // is written, so a kill -9 or a power loss can leave it partial. Use it only
 // for files nobody reads until something written after it (and made durable
-// no earlier than it) names it - a staged message before its commit
-// record - so that a partial file is an orphan for the sweeper.
+// no earlier than it) names it - a staged message before the log record
+// that publishes it - so that a partial file is an orphan for the sweeper.
 func WriteNew(fsys FS, path string, data []byte) error {
 	if err := writeSynced(fsys, path, data); err != nil {
 		if !errors.Is(err, os.ErrExist) {
@@ -114,53 +114,6 @@ func WriteFileVia(fsys FS, tmpDir, path string, data []byte) error {
 // callers that batch one SyncDir over several entries of one directory.
 func WriteFileNoDirSync(fsys FS, path string, data []byte) error {
 	return replace(fsys, tempName(path), path, data, false)
-}
-
-// WriteFileAfterBarrier atomically replaces path with data, using a
-// file-system barrier instead of an fsync of the new file: it writes a
-// temporary file beside path (not synced), calls barrier - which must make
-// every change completed so far durable, the temporary file included (see
-// [SyncFS]) - renames it over path and fsyncs path's directory (by calling
-// syncDir, which must fsync that directory in a call that starts after the
-// rename, possibly shared with concurrent callers; nil means
-// fsys.SyncDir). One barrier thus covers the new file and everything the
-// caller wrote before it.
-//
-// Crash analysis: before the rename, path holds its old content and the
-// temporary file is garbage a sweeper removes. After the rename, a kill -9
-// leaves the new content (the rename is done in the kernel); a power loss
-// before the directory fsync leaves the old or the new content, never a mix
-// or an empty file, because the barrier made the new data durable before it
-// got its name. After the directory fsync the new content is durable. A
-// barrier error fails the call with path unchanged.
-func WriteFileAfterBarrier(fsys FS, path string, data []byte, barrier, syncDir func() error) error {
-	tmp := tempName(path)
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FilePerm)
-	if err != nil {
-		return fmt.Errorf("vfs: write %s: %w", path, err)
-	}
-	_, werr := f.Write(data)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = barrier()
-	}
-	if werr != nil {
-		_ = fsys.Remove(tmp)
-		return fmt.Errorf("vfs: write %s: %w", path, werr)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		_ = fsys.Remove(tmp)
-		return fmt.Errorf("vfs: write %s: %w", path, err)
-	}
-	if syncDir == nil {
-		syncDir = func() error { return fsys.SyncDir(filepath.Dir(path)) }
-	}
-	if err := syncDir(); err != nil {
-		return fmt.Errorf("vfs: write %s: sync dir: %w", path, err)
-	}
-	return nil
 }
 
 // ErrExist is returned by CreateExclusive when the name is taken.

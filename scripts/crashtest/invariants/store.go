@@ -9,11 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/names"
-	"github.com/durofs/durofs/internal/seal"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 	"github.com/durofs/durofs/provider"
@@ -112,32 +110,10 @@ func readJSON(path string, v any) (exists bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if id, ok := sealID(path); ok {
-		// instance.json and state.json are sealed (internal/seal): a seal
-		// that does not match is a torn or foreign file - a violation.
-		if data, _, err = seal.Open(id, data); err != nil {
-			return true, fmt.Errorf("%s: %w", path, err)
-		}
-	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return true, fmt.Errorf("%s: %w", path, err)
 	}
 	return true, nil
-}
-
-// sealID returns the identity the provider seals an instance's file with
-// (its path below the data directory) for instance.json and state.json.
-func sealID(path string) (string, bool) {
-	slash := filepath.ToSlash(path)
-	base := filepath.Base(path)
-	if base != "instance.json" && base != "state.json" {
-		return "", false
-	}
-	i := strings.LastIndex(slash, "/instances/")
-	if i < 0 {
-		return "", false
-	}
-	return slash[i+1:], true
 }
 
 // load reads every instance of dir.
