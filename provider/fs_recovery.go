@@ -156,7 +156,14 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 	return nil
 }
 
+// removeStaged removes an orphan staged file and counts it. One that is
+// gone is not counted: the redo that runs first under the source's lock
+// publishes the staged files its record names (renames them away), and
+// those were never orphans.
 func (p *FSProvider) removeStaged(q *fsqueue.Queue, name string) error {
+	if _, err := p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+name+".json")); vfs.IsNotExist(err) {
+		return nil
+	}
 	if err := q.Unstage(name); err != nil {
 		return err
 	}
