@@ -69,15 +69,17 @@ func (p *FSProvider) RecoveryStats() RecoveryStats {
 // removes staged orphans and stale temporary files. Open calls it; the
 // background sweep calls it periodically.
 func (p *FSProvider) Recover(ctx context.Context) error {
-	return p.recoverPass(ctx, 0)
+	return p.recoverPass(ctx, 0, true)
 }
 
 // recoverPass is one recovery pass. The background sweep passes a minimum
 // age for staged files: a younger one most likely belongs to a commit its
-// writer is making right now.
-func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration) error {
+// writer is making right now. With wait (Recover) it waits for a checkpoint
+// another process (or goroutine) is running to finish, then checks every
+// record itself; without (the background sweep) it skips the records then.
+func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration, wait bool) error {
 	p.stats.sweeps.Add(1)
-	if err := p.checkpointOnce(ctx, false); err != nil {
+	if err := p.checkpointOnce(ctx, false, wait); err != nil {
 		return fmt.Errorf("finish logged commits: %w", err)
 	}
 	done, err := p.finishAckedClaims(ctx)
@@ -224,7 +226,7 @@ func (p *FSProvider) sweepLoop(interval time.Duration) {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), interval*4)
-			if err := p.recoverPass(ctx, 2*time.Second); err != nil {
+			if err := p.recoverPass(ctx, 2*time.Second, false); err != nil {
 				p.log.Warn("durofs: background recovery", "err", err)
 			}
 			cancel()
