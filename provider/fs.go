@@ -290,34 +290,55 @@ func (p *FSProvider) openQueues() error {
 	return nil
 }
 
-// initLayout creates the top-level folders and checks FORMAT.
+// initLayout checks FORMAT and creates the top-level folders. An existing
+// FORMAT is checked before anything is created, so a directory this build
+// refuses (format version 1, say) is left exactly as it was.
 func (p *FSProvider) initLayout() error {
+	path := filepath.Join(p.dir, "FORMAT")
+	data, err := p.fs.ReadFile(path)
+	fresh := vfs.IsNotExist(err)
+	if err != nil && !fresh {
+		return fmt.Errorf("durofs: open %s: read FORMAT: %w", p.dir, err)
+	}
+	if !fresh {
+		if err := checkFormat(data, path); err != nil {
+			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+		}
+	}
 	for _, d := range []string{"instances", "wal", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
 		if err := p.mkdirDurable(filepath.Join(p.dir, d)); err != nil {
 			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 		}
 	}
-	path := filepath.Join(p.dir, "FORMAT")
-	data, err := p.fs.ReadFile(path)
-	if vfs.IsNotExist(err) {
-		want, _ := jsonMarshal(formatFile{Format: "durofs", Version: FormatVersion})
-		if err := vfs.CreateExclusive(p.fs, path, want, false); err != nil && !errors.Is(err, vfs.ErrExist) {
-			return fmt.Errorf("durofs: open %s: write FORMAT: %w", p.dir, err)
-		}
-		data, err = p.fs.ReadFile(path)
+	if !fresh {
+		return nil
 	}
-	if err != nil {
+	want, _ := jsonMarshal(formatFile{Format: "durofs", Version: FormatVersion})
+	if err := vfs.CreateExclusive(p.fs, path, want, false); err != nil && !errors.Is(err, vfs.ErrExist) {
+		return fmt.Errorf("durofs: open %s: write FORMAT: %w", p.dir, err)
+	}
+	if data, err = p.fs.ReadFile(path); err != nil {
 		return fmt.Errorf("durofs: open %s: read FORMAT: %w", p.dir, err)
 	}
+	if err := checkFormat(data, path); err != nil { // another process created it meanwhile
+		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+	}
+	return nil
+}
+
+// checkFormat checks the content of a FORMAT file: nil if this build reads
+// it, else an error wrapping ErrUnsupportedFS that says why (and, for format
+// version 1, what to do).
+func checkFormat(data []byte, path string) error {
 	var f formatFile
 	if err := jsonUnmarshal(data, &f); err != nil || f.Format != "durofs" {
-		return fmt.Errorf("durofs: open %s: %w: %s is not a durofs FORMAT file", p.dir, ErrUnsupportedFS, path)
+		return fmt.Errorf("%w: %s is not a durofs FORMAT file", ErrUnsupportedFS, path)
 	}
 	if f.Version == 1 {
-		return fmt.Errorf("durofs: open %s: %w: on-disk format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version %d); finish the directory's work with durofs 0.1, then start a new directory", p.dir, ErrUnsupportedFS, FormatVersion)
+		return fmt.Errorf("%w: on-disk format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version %d); finish the directory's work with durofs 0.1, then start a new directory", ErrUnsupportedFS, FormatVersion)
 	}
 	if f.Version != FormatVersion {
-		return fmt.Errorf("durofs: open %s: %w: on-disk format version %d (this build reads version %d)", p.dir, ErrUnsupportedFS, f.Version, FormatVersion)
+		return fmt.Errorf("%w: on-disk format version %d (this build reads version %d)", ErrUnsupportedFS, f.Version, FormatVersion)
 	}
 	return nil
 }
@@ -367,7 +388,7 @@ func (p *FSProvider) Close() error {
 			// A last checkpoint, so that the next Open has little to
 			// replay (best effort: another process may hold the lock).
 			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-			if err := p.checkpointOnce(ctx, true); err != nil {
+			if err := p.checkpointOnce(ctx, true, false); err != nil {
 				p.log.Warn("durofs: checkpoint at close", "err", err)
 			}
 			cancel()

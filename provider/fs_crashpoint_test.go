@@ -67,9 +67,7 @@ func TestMultiprocessCrashAtCommitPoints(t *testing.T) {
 			if d, err := adm.GetQueueDepths(ctx); err != nil || d.WorkerQueue != 0 {
 				t.Errorf("queue depths after recovered delete = %+v %v", d, err)
 			}
-			if names, _ := q.fs.ReadDirNames(q.dir + "/commits"); len(names) != 0 {
-				t.Errorf("commits/ not empty: %v", names)
-			}
+			noPendingState(t, q)
 		})
 	})
 	t.Run("test_multiprocess_crash_after_prune_commit", func(t *testing.T) {

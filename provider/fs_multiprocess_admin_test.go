@@ -119,8 +119,8 @@ func TestMultiprocessAdmin(t *testing.T) {
 				if hist, _ := p.Read(ctx, inst); len(hist) != 0 {
 					t.Errorf("round %d: history survived delete: %d events", round, len(hist))
 				}
-				if names, _ := p.fs.ReadDirNames(p.dir + "/commits"); len(names) != 0 {
-					t.Errorf("round %d: pending commits %v", round, names)
+				if pcs := pendingCommits(t, p); len(pcs) != 0 {
+					t.Errorf("round %d: pending commits %+v", round, pcs)
 				}
 				if it, err := p.FetchOrchestrationItem(ctx, time.Second, 0, nil); err != nil || it != nil {
 					t.Errorf("round %d: fetch after delete = %+v %v", round, it, err)

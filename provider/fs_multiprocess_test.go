@@ -10,16 +10,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/durofs/durofs/internal/crashcheck"
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // Multi-process tests: the test binary re-executes itself as helper
@@ -525,10 +521,9 @@ func TestMultiprocess(t *testing.T) {
 			if err != nil || len(h) != 1 || h[0].EventID != 1 {
 				t.Fatalf("history = %d events (%v), want only B's event 1", len(h), err)
 			}
-			// And the stale ack left no trace: no pending commit, no staged files.
-			if names := pendingCommits(t, p.fs, p.dir); len(names) != 0 {
-				t.Errorf("pending commit records: %v", names)
-			}
+			// And the stale ack left no trace: no pending mark in the lease,
+			// no record marked pending, no staged files.
+			noPendingState(t, p, "stale")
 		})
 	})
 
@@ -603,11 +598,17 @@ func TestMultiprocess(t *testing.T) {
 	t.Run("test_multiprocess_kill_between_commit_and_apply", func(t *testing.T) {
 		multiprocessModes(t, func(t *testing.T, env []string, opts Options) {
 			dir := t.TempDir()
-			p := openT(t, dir, opts)
+			// This process finishes nothing in the background until the
+			// state the crash left has been checked.
+			quiet := opts
+			quiet.SweepInterval, quiet.CheckpointInterval = -1, -1
+			p := openT(t, dir, quiet)
 			ctx := context.Background()
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("cp"), 0))
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "cp", Name: "e", Data: "1"}, 0))
-			// The helper dies (SIGKILL) right after its commit record is durable.
+			// The helper dies (SIGKILL) right after its commit point: its
+			// record is in the log (synced), its lease marks it pending, and
+			// nothing of it is applied.
 			h := startHelper(t, dir, append(env, "DUROFS_CRASH_AFTER_COMMIT=ack")...)
 			r := h.must(t, helperCmd{Op: "fetch", LockMs: 30_000})
 			if r.Instance != "cp" || len(r.Kinds) != 2 {
@@ -617,8 +618,15 @@ func TestMultiprocess(t *testing.T) {
 				t.Fatal("helper survived its crash point")
 			}
 			_ = h.cmd.Wait()
-			if names, _ := p.fs.ReadDirNames(p.dir + "/commits"); len(names) != 1 {
-				t.Fatalf("want exactly one pending commit record, have %v", names)
+			pcs := pendingCommits(t, p)
+			if len(pcs) != 1 || pcs[0].Kind != "ack" || pcs[0].Instance != "cp" || pcs[0].Events != 1 || pcs[0].Delete != 2 {
+				t.Fatalf("want exactly one pending ack of cp (1 event, 2 messages to delete), have %+v", pcs)
+			}
+			if m := leaseMark(t, p, "cp"); m == nil || m.ID != pcs[0].ID {
+				t.Fatalf("lease mark of cp = %+v, want the logged record %s", m, pcs[0].ID)
+			}
+			if hist, err := p.Read(ctx, "cp"); err != nil || len(hist) != 0 {
+				t.Fatalf("history before recovery = %d events (%v), want none (the apply never ran)", len(hist), err)
 			}
 			// Two fresh processes and this one race to recover; the turn must
 			// complete exactly once.
@@ -635,31 +643,23 @@ func TestMultiprocess(t *testing.T) {
 			if it, err := q.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil); err != nil || it != nil {
 				t.Fatalf("the consumed batch is still fetchable after recovery: %+v %v", it, err)
 			}
-			if names := pendingCommits(t, q.fs, q.dir); len(names) != 0 {
-				t.Errorf("pending commit records after recovery: %v", names)
-			}
-			mustNoErr(t, q.Close()) // the cleaner's last barrier, then removal
-			if names, _ := q.fs.ReadDirNames(q.dir + "/commits"); len(names) != 0 {
-				t.Errorf("commits/ not empty after Close: %v", names)
+			noPendingState(t, q, "cp")
+			// A checkpoint now passes the record: the log since the
+			// checkpoint is empty (retried: another process may be
+			// checkpointing at the same moment and hold the lock).
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				mustNoErr(t, q.checkpointOnce(ctx, true, true))
+				recs, _, _, err := q.scanLog()
+				mustNoErr(t, err)
+				if len(recs) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d records left after the checkpoint", len(recs))
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
 		})
 	})
-}
-
-// pendingCommits lists the commit records in dir whose apply has not
-// finished: barrier mode leaves applied records for its cleaner, and those
-// are not pending.
-func pendingCommits(t *testing.T, fsys vfs.FS, dir string) []string {
-	t.Helper()
-	names, err := fsys.ReadDirNames(filepath.Join(dir, "commits"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, n := range names {
-		if !vfs.IsTemp(n) && !crashcheck.RecordApplied(fsys, dir, n) {
-			out = append(out, n)
-		}
-	}
-	return out
 }

@@ -71,15 +71,17 @@ func (p *FSProvider) RecoveryStats() RecoveryStats {
 // removes staged orphans and stale temporary files. Open calls it; the
 // background sweep calls it periodically.
 func (p *FSProvider) Recover(ctx context.Context) error {
-	return p.recoverPass(ctx, 0)
+	return p.recoverPass(ctx, 0, true)
 }
 
 // recoverPass is one recovery pass. The background sweep passes a minimum
 // age for staged files: a younger one most likely belongs to a commit its
-// writer is making right now.
-func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration) error {
+// writer is making right now. With wait (Recover) it waits for a checkpoint
+// another process (or goroutine) is running to finish, then checks every
+// record itself; without (the background sweep) it skips the records then.
+func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration, wait bool) error {
 	p.stats.sweeps.Add(1)
-	if err := p.checkpointOnce(ctx, false); err != nil {
+	if err := p.checkpointOnce(ctx, false, wait); err != nil {
 		return fmt.Errorf("finish logged commits: %w", err)
 	}
 	done, err := p.finishAckedClaims(ctx)
@@ -158,7 +160,14 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 	return nil
 }
 
+// removeStaged removes an orphan staged file and counts it. One that is
+// gone is not counted: the redo that runs first under the source's lock
+// publishes the staged files its record names (renames them away), and
+// those were never orphans.
 func (p *FSProvider) removeStaged(q *fsqueue.Queue, name string) error {
+	if _, err := p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+name+".json")); vfs.IsNotExist(err) {
+		return nil
+	}
 	if err := q.Unstage(name); err != nil {
 		return err
 	}
@@ -219,7 +228,7 @@ func (p *FSProvider) sweepLoop(interval time.Duration) {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), interval*4)
-			if err := p.recoverPass(ctx, 2*time.Second); err != nil {
+			if err := p.recoverPass(ctx, 2*time.Second, false); err != nil {
 				p.log.Warn("durofs: background recovery", "err", err)
 			}
 			cancel()

@@ -2,9 +2,11 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/lease"
 )
 
@@ -43,4 +45,48 @@ func logCommit(t *testing.T, p *FSProvider, rec *commitRecord) {
 	mustNoErr(t, err)
 	defer g.Unlock()
 	mustNoErr(t, p.commitLocked([]*lease.Guard{g}, rec))
+}
+
+// pendingCommits lists the logged records a lease or claim still marks
+// pending (committed, not fully applied).
+func pendingCommits(t *testing.T, p *FSProvider) []PendingCommitInfo {
+	t.Helper()
+	pcs, err := p.PendingCommits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pcs
+}
+
+// leaseMark returns the pending mark in an instance's lease (nil: none).
+func leaseMark(t *testing.T, p *FSProvider, inst string) *pendingMark {
+	t.Helper()
+	key := instanceKey(inst)
+	cur, _, err := p.leases.Inspect(context.Background(), p.lockPath(key), p.leasePath(key))
+	if errors.Is(err, lease.ErrCorrupt) {
+		return nil // leases are volatile: unreadable (after a power loss) is free, with no mark
+	}
+	if err != nil {
+		t.Fatalf("read the lease of %s: %v", inst, err)
+	}
+	return decodeOrchState(cur).Pending
+}
+
+// noPendingState fails if a commit is left in flight: a mark in one of the
+// instances' leases, a logged record still marked pending, or a staged file.
+func noPendingState(t *testing.T, p *FSProvider, insts ...string) {
+	t.Helper()
+	for _, inst := range insts {
+		if m := leaseMark(t, p, inst); m != nil {
+			t.Errorf("the lease of %s still marks commit %+v pending", inst, m)
+		}
+	}
+	if pcs := pendingCommits(t, p); len(pcs) != 0 {
+		t.Errorf("pending commits: %+v", pcs)
+	}
+	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
+		if s, err := q.Staged(); err != nil || len(s) != 0 {
+			t.Errorf("staged files in %s: %v, %v", q.Dir(), s, err)
+		}
+	}
 }

@@ -392,10 +392,24 @@ const checkpointTimeout = 2 * time.Second
 // checkpointOnce finishes every record since the last checkpoint that is
 // still marked pending (its writer died, or is applying it right now), and,
 // if sync, fsyncs what they touched and advances the checkpoint. One process
-// at a time (wal/checkpoint.lock; a busy lock skips the round).
-func (p *FSProvider) checkpointOnce(ctx context.Context, sync bool) error {
-	u, ok, err := p.fs.TryLock(filepath.Join(p.dir, "wal", "checkpoint.lock"))
-	if err != nil || !ok {
+// at a time (wal/checkpoint.lock). With wait it waits for the lock (up to
+// ctx): Recover must not return before the records are finished. Without, a
+// busy lock skips the round (background passes: whoever holds it is doing
+// the same work).
+func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error {
+	path := filepath.Join(p.dir, "wal", "checkpoint.lock")
+	var u vfs.Unlocker
+	var err error
+	if wait {
+		u, err = p.fs.Lock(ctx, path)
+	} else {
+		var ok bool
+		u, ok, err = p.fs.TryLock(path)
+		if err == nil && !ok {
+			return nil
+		}
+	}
+	if err != nil {
 		return err
 	}
 	defer u.Unlock()
@@ -633,7 +647,7 @@ func (p *FSProvider) checkpointLoop(interval time.Duration) {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), 4*interval+checkpointTimeout)
-			if err := p.checkpointOnce(ctx, true); err != nil && !errors.Is(err, ErrSyncFailed) {
+			if err := p.checkpointOnce(ctx, true, false); err != nil && !errors.Is(err, ErrSyncFailed) {
 				p.log.Warn("durofs: checkpoint", "err", err)
 			}
 			cancel()

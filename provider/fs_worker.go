@@ -346,16 +346,22 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 		return err
 	}
 	var d workAckData
-	if json.Unmarshal(c.Data, &d) != nil || d.ID == "" {
-		return nil
+	if json.Unmarshal(c.Data, &d) != nil {
+		d = workAckData{}
 	}
-	if err := p.wal.Err(); err != nil {
-		return err
+	var lr *loggedRecord
+	if d.ID != "" {
+		if err := p.wal.Err(); err != nil {
+			return err
+		}
+		if lr, err = p.findRecord(&d.pendingMark); err != nil {
+			return err
+		}
 	}
-	lr, err := p.findRecord(&d.pendingMark)
-	if err != nil {
-		return err
-	}
+	// A mark without an id (a damaged claim) names no record: like a record
+	// that is not in the log, it never committed as far as anyone can tell.
+	// Leaving the claim acked would strand the item (an acked claim is never
+	// claimed again) and make every sweep "finish" it again.
 	if lr == nil {
 		failpoint.Hit("workack.redo_no_record")
 		if d.Completion != "" {

@@ -75,7 +75,11 @@ func TestFsckKinds(t *testing.T) {
 			kind: FsckOrphanClaim, path: ".json", severity: SeverityWarning, repairable: true,
 		},
 		{
-			name: "acked claim (a work ack not finished)",
+			// A claim marked acked whose mark names no record (damaged: no
+			// commit id). Nothing can find its commit, so it never committed
+			// as far as anyone can tell: the repair puts the claim back to
+			// held, and its holder's ack still works.
+			name: "acked claim without a commit id",
 			damage: func(t *testing.T, p *FSProvider, dir string) {
 				name := fetchedWorkItem(t, p)
 				path := filepath.Join(dir, "queues", "worker", "claims", name+".json")
@@ -87,9 +91,61 @@ func TestFsckKinds(t *testing.T) {
 				mustNoErr(t, os.WriteFile(path, data, 0o600))
 			},
 			kind: FsckPendingCommit, path: ".json", severity: SeverityWarning, repairable: true,
+			check: wantClaimPutBack,
+		},
+		{
+			// The mark of a work ack whose writer died before appending its
+			// record (a staged completion is left too): put back to held.
+			name: "acked claim whose record is not in the log",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				name := fetchedWorkItem(t, p)
+				done := ActivityCompleted{Instance: "i1", ExecutionID: 1, ID: 7, Result: "r"}
+				mustNoErr(t, p.workQ.WithClaim(context.Background(), name, func(g *fsqueue.ClaimGuard) error {
+					c, _, err := g.Read()
+					if err != nil {
+						return err
+					}
+					m, err := p.orchMessage(done, p.nowMs(), p.nowMs(), "w:"+name)
+					if err != nil {
+						return err
+					}
+					mustNoErr(t, p.orchQ.Stage(m))
+					d := workAckData{pendingMark: pendingMark{ID: "never-appended", Hint: p.wal.End()}, Completion: m.Name}
+					c.State, c.Data = claimStateAcked, mustJSON(t, d)
+					return g.Write(c)
+				}))
+			},
+			kind: FsckPendingCommit, path: ".json", severity: SeverityWarning, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				if s, _ := p.orchQ.Staged(); len(s) != 0 {
+					t.Errorf("the staged completion of the ack that never committed is left: %v", s)
+				}
+				wantClaimPutBack(t, p)
+			},
+		},
+		{
+			// A work ack committed (its record is in the log) but not
+			// applied: the repair applies it.
+			name: "acked claim whose record is in the log",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				name := fetchedWorkItem(t, p)
+				mustNoErr(t, p.workQ.WithClaim(context.Background(), name, func(g *fsqueue.ClaimGuard) error {
+					c, _, err := g.Read()
+					if err != nil {
+						return err
+					}
+					rec := &commitRecord{Kind: kindWorkAck, Item: name, ItemToken: c.Token, CommittedMs: p.nowMs(),
+						Delete: []queueRef{{Queue: "worker", Name: name}}}
+					return p.commitWorkAck(g, c, rec)
+				}))
+			},
+			kind: FsckPendingCommit, path: ".json", severity: SeverityWarning, repairable: true,
 			check: func(t *testing.T, p *FSProvider) {
 				if e, _ := p.workQ.List(); len(e) != 0 {
 					t.Errorf("the acked item is still queued: %v", e)
+				}
+				if names, _ := p.workQ.Claims(); len(names) != 0 {
+					t.Errorf("claims left after the work ack was applied: %v", names)
 				}
 			},
 		},
@@ -206,6 +262,28 @@ func TestFsckKinds(t *testing.T) {
 	}
 }
 
+// wantClaimPutBack checks that the one work item is still queued with a
+// held claim (not acked), and that its holder's ack with its token works.
+func wantClaimPutBack(t *testing.T, p *FSProvider) {
+	t.Helper()
+	e, _ := p.workQ.List()
+	if len(e) != 1 {
+		t.Fatalf("the item of a work ack that never committed is gone: queue %v", e)
+	}
+	c, ok, err := p.workQ.PeekClaim(e[0].Name)
+	if err != nil || !ok || c.State != "" || c.Token == "" {
+		t.Fatalf("claim after the repair = %+v (exists %v, %v), want held by its fetcher", c, ok, err)
+	}
+	mustNoErr(t, p.AckWorkItem(context.Background(), workTokenPrefix+c.Token, nil))
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	mustNoErr(t, err)
+	return b
+}
+
 func TestFsckFormat(t *testing.T) {
 	if _, err := Fsck(context.Background(), t.TempDir(), FsckOptions{Logger: quietLog}); !errors.Is(err, ErrNotDurofsDir) {
 		t.Errorf("Fsck of an empty directory: %v", err)
@@ -213,14 +291,20 @@ func TestFsckFormat(t *testing.T) {
 	dir := t.TempDir()
 	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
 	_ = p.Close()
-	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":2}`), 0o600))
-	rep := fsckT(t, dir, true)
-	if len(rep.Findings) != 1 || rep.Findings[0].Kind != FsckFormat || rep.Findings[0].Repaired || rep.Clean() {
-		t.Errorf("FORMAT version 2: %+v", rep)
+	for _, c := range []struct{ version, want string }{
+		{"1", "finish the directory's work with durofs 0.1"},
+		{"3", "version 3 (this build reads version 2)"},
+	} {
+		mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":`+c.version+`}`), 0o600))
+		rep := fsckT(t, dir, true)
+		if len(rep.Findings) != 1 || rep.Findings[0].Kind != FsckFormat || rep.Findings[0].Repaired || rep.Clean() ||
+			!strings.Contains(rep.Findings[0].Detail, c.want) {
+			t.Errorf("FORMAT version %s: %+v, want one unrepaired format finding saying %q", c.version, rep, c.want)
+		}
 	}
-	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":1}`), 0o600))
+	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":2}`), 0o600))
 	mustNoErr(t, os.WriteFile(filepath.Join(dir, "queues", "worker", "fsqueue.json"), []byte(`{"shards":`), 0o600))
-	rep = fsckT(t, dir, false)
+	rep := fsckT(t, dir, false)
 	if f := findingOf(rep, FsckFormat, "queues/worker/fsqueue.json"); f == nil {
 		t.Errorf("corrupt fsqueue.json: %+v", rep)
 	}

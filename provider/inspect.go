@@ -80,13 +80,11 @@ func readFormat(fsys vfs.FS, dir string) (formatFile, error) {
 	if err != nil {
 		return formatFile{}, fmt.Errorf("durofs: read %s: %w", path, err)
 	}
+	if err := checkFormat(data, path); err != nil {
+		return formatFile{}, fmt.Errorf("durofs: %s: %w", dir, err)
+	}
 	var f formatFile
-	if err := jsonUnmarshal(data, &f); err != nil || f.Format != "durofs" {
-		return formatFile{}, fmt.Errorf("durofs: %s: %w: %s is not a durofs FORMAT file", dir, ErrUnsupportedFS, path)
-	}
-	if f.Version != FormatVersion {
-		return f, fmt.Errorf("durofs: %s: %w: on-disk format version %d (this build reads version %d)", dir, ErrUnsupportedFS, f.Version, FormatVersion)
-	}
+	_ = jsonUnmarshal(data, &f)
 	return f, nil
 }
 

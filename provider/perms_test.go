@@ -20,8 +20,10 @@ import (
 // permWorkload makes the provider create every kind of file and directory it
 // has: FORMAT, queue configurations, orchestrator and worker messages,
 // claims, shard locks, instance folders with lock, lease, instance.json,
-// executions, state.json and history, a pending commit record, session rows
-// and their locks, quarantined files with reasons, and tmp/.
+// executions, state.json and history, the write-ahead log (a segment holding
+// a record left pending, the checkpoint, its locks, the process registration
+// and the poison mark of a failed sync), session rows and their locks,
+// quarantined files with reasons, and tmp/.
 func permWorkload(t *testing.T, p *FSProvider) {
 	t.Helper()
 	ctx := context.Background()
@@ -53,7 +55,7 @@ func permWorkload(t *testing.T, p *FSProvider) {
 	bad := fsqueue.Message{Name: p.orchQ.NewName(), Attrs: map[string]string{attrInstance: "perm", attrKey: instanceKey("perm")}, Payload: []byte(`{"Bogus":{}}`)}
 	_, err = p.orchQ.Enqueue(bad)
 	mustNoErr(t, err)
-	// A commit record left pending (the apply "failed"), as after a crash.
+	// A logged record left pending (the apply never ran), as after a crash.
 	it, err = p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
 	if err != nil || it == nil {
 		t.Fatal(it, err)
@@ -69,6 +71,11 @@ func permWorkload(t *testing.T, p *FSProvider) {
 		ev.EventID, ev.Kind = 3, ExternalEvent{Name: "e", Data: "2"}
 		_ = p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil)
 	}()
+	if pcs, err := p.PendingCommits(ctx); err != nil || len(pcs) != 1 {
+		t.Fatalf("pending commits = %+v, %v; want the one left by the stopped ack", pcs, err)
+	}
+	// Last (nothing commits after it): the mark a failed sync leaves.
+	_ = p.wal.Poison(errors.New("permWorkload: a simulated sync failure"))
 }
 
 var errStopAfterCommit = errors.New("stop after the commit point")
@@ -118,7 +125,7 @@ func TestCreatedModes(t *testing.T) {
 			old := syscall.Umask(c.umask)
 			defer syscall.Umask(old)
 			dir := filepath.Join(t.TempDir(), "durofs")
-			p := openT(t, dir, Options{SweepInterval: -1, FileMode: c.file, DirMode: c.dir})
+			p := openT(t, dir, Options{SweepInterval: -1, FileMode: c.file, DirMode: c.dir, Logger: quietLog})
 			permWorkload(t, p)
 			files, dirs := modesOnDisk(t, dir)
 
@@ -128,12 +135,13 @@ func TestCreatedModes(t *testing.T) {
 				kinds = append(kinds, fileKind(rel))
 			}
 			for _, want := range []string{"FORMAT", "fsqueue.json", "message", "claim", "shard lock", "instance lock",
-				"lease", "instance.json", "state.json", "history", "commit record", "session", "session lock", "quarantined", "reason"} {
+				"lease", "instance.json", "state.json", "history", "log segment", "log checkpoint", "log lock", "log process registration",
+				"log poison mark", "session", "session lock", "quarantined", "reason"} {
 				if !slices.Contains(kinds, want) {
 					t.Errorf("the workload created no %s (files: %v)", want, files)
 				}
 			}
-			for _, want := range []string{".", "instances", "queues/worker/claims", "queues/worker/locks", "tmp", "quarantine", "commits", "sessions"} {
+			for _, want := range []string{".", "instances", "queues/worker/claims", "queues/worker/locks", "tmp", "quarantine", "wal", "wal/procs", "sessions"} {
 				if _, ok := dirs[want]; !ok {
 					t.Errorf("the workload created no directory %s", want)
 				}
@@ -167,8 +175,16 @@ func fileKind(rel string) string {
 		return "shard lock"
 	case strings.HasPrefix(rel, "queues/"):
 		return "message"
-	case strings.HasPrefix(rel, "commits/"):
-		return "commit record"
+	case strings.HasPrefix(rel, "wal/procs/"):
+		return "log process registration"
+	case strings.HasPrefix(rel, "wal/") && strings.HasSuffix(base, ".wal"):
+		return "log segment"
+	case rel == "wal/checkpoint":
+		return "log checkpoint"
+	case rel == "wal/POISONED":
+		return "log poison mark"
+	case strings.HasPrefix(rel, "wal/") && strings.HasSuffix(base, ".lock"):
+		return "log lock"
 	case strings.HasPrefix(rel, "sessions/") && strings.HasSuffix(base, ".lock"):
 		return "session lock"
 	case strings.HasPrefix(rel, "sessions/"):

@@ -62,7 +62,8 @@ func runRlimitHelper() rlimitResult {
 			return rlimitResult{Err: "setrlimit: " + err.Error()}
 		}
 	}
-	p, err := Open(os.Getenv("DUROFS_DIR"), Options{SweepInterval: -1})
+	seg, _ := strconv.ParseInt(os.Getenv("DUROFS_SEGMENT_SIZE"), 10, 64)
+	p, err := Open(os.Getenv("DUROFS_DIR"), Options{SweepInterval: -1, SegmentSize: seg})
 	if err != nil {
 		return rlimitResult{Err: "open: " + err.Error()}
 	}
@@ -111,7 +112,8 @@ func runRlimitChild(t *testing.T, dir string, limit int64, env ...string) rlimit
 	return rlimitResult{}
 }
 
-// noLeftovers fails if a temporary, staged or commit file is left anywhere.
+// noLeftovers fails if a temporary or staged file, or a poison mark of the
+// write-ahead log, is left anywhere.
 func noLeftovers(t *testing.T, dir string) {
 	t.Helper()
 	mustNoErr(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -120,8 +122,7 @@ func noLeftovers(t *testing.T, dir string) {
 		}
 		rel, _ := filepath.Rel(dir, path)
 		switch {
-		case vfs.IsTemp(d.Name()), strings.HasPrefix(d.Name(), ".staged-"),
-			strings.HasPrefix(rel, "commits"+string(filepath.Separator)):
+		case vfs.IsTemp(d.Name()), strings.HasPrefix(d.Name(), ".staged-"), rel == filepath.Join("wal", "POISONED"):
 			t.Errorf("left behind: %s", rel)
 		}
 		return nil
@@ -177,32 +178,49 @@ func TestRlimitShortWriteEnqueue(t *testing.T) {
 }
 
 // TestRlimitShortWriteAck: an ack whose writes are cut short by
-// RLIMIT_FSIZE. Two places: the commit record (a new file larger than the
-// limit: before the commit point) and the history append (the history file
-// is already near the limit, the commit record is small: after it). Either
-// way a fresh process sees all or nothing of the turn - never a partial
-// record - and the turn is complete after the next attempt without the limit
-// (if the ack failed, it failed retryably and kept its lock); fsck is clean.
+// RLIMIT_FSIZE, which limits every file the process writes. Three places:
+//
+//   - the log append cut short: a record larger than what the limit leaves
+//     of the log segment; the write stops mid-frame, before the commit point;
+//   - the log segment past the limit (default segment size: the segment,
+//     which holds every record since the directory was created, is larger
+//     than the history file): the append writes nothing, before the commit
+//     point - with one shared log, it is the first file an ack would grow
+//     past a limit that the history file is near;
+//   - the history append cut short: with small segments the newest one is
+//     small, so the record commits and the history append, after the
+//     commit point, is what the limit cuts (its apply is left to recovery).
+//
+// Either way a fresh process sees all or nothing of the turn - never a
+// partial record - and the turn is complete after the next attempt without
+// the limit (if the ack failed, it failed retryably, wrapping EFBIG, and kept
+// its lock); fsck is clean.
 func TestRlimitShortWriteAck(t *testing.T) {
 	cases := []struct {
 		name string
 		// prefill is how many 4 KiB events are committed first (to grow
 		// the history file), size the acked event's payload, and limit
 		// the file size limit (relative to the history file's size if
-		// relative).
+		// relative). segment is the log's segment size (0: the default).
 		prefill  int
 		size     int
 		limit    int64
 		relative bool
+		segment  int64
+		// committed: the ack passes its commit point (and returns
+		// success); else it fails retryably with EFBIG.
+		committed bool
 	}{
-		{"commit record cut short", 0, 64 << 10, 16 << 10, false},
-		{"history append cut short", 16, 2 << 10, 300, true},
+		{"log append cut short", 0, 64 << 10, 16 << 10, false, 4096, false},
+		{"log segment past the limit", 16, 2 << 10, 300, true, 0, false},
+		{"history append cut short", 16, 2 << 10, 300, true, 4096, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			p := openT(t, dir, Options{SweepInterval: -1})
+			opts := Options{SweepInterval: -1, SegmentSize: c.segment}
+			p := openT(t, dir, opts)
 			createInstance(t, p, "big")
 			id := uint64(2)
 			for range c.prefill {
@@ -223,29 +241,41 @@ func TestRlimitShortWriteAck(t *testing.T) {
 			}
 			before, err := p.Read(ctx, "big")
 			mustNoErr(t, err)
-			hist, err := os.Stat(p.historyPath(instanceKey("big"), 1))
+			histPath := p.historyPath(instanceKey("big"), 1)
+			hist, err := os.Stat(histPath)
 			mustNoErr(t, err)
 			mustNoErr(t, p.Close())
 			limit := c.limit
 			if c.relative {
 				limit += hist.Size()
 			}
-			env := []string{"DUROFS_OP=ack", "DUROFS_TOKEN=" + it.LockToken, "DUROFS_EVENT_ID=" + strconv.FormatUint(id, 10), "DUROFS_SIZE=" + strconv.Itoa(c.size)}
+			seg := newestSegmentSize(t, dir)
+			env := []string{"DUROFS_OP=ack", "DUROFS_TOKEN=" + it.LockToken, "DUROFS_EVENT_ID=" + strconv.FormatUint(id, 10),
+				"DUROFS_SIZE=" + strconv.Itoa(c.size), "DUROFS_SEGMENT_SIZE=" + strconv.FormatInt(c.segment, 10)}
 
 			r := runRlimitChild(t, dir, limit, env...)
-			if r.Err != "" && !r.Retryable {
-				t.Fatalf("ack under RLIMIT_FSIZE: %s; want success or a retryable error", r.Err)
+			if c.committed && r.Err != "" {
+				t.Fatalf("ack under RLIMIT_FSIZE: %s; want success (the cut comes after the commit point)", r.Err)
 			}
-			if c.name == "commit record cut short" && (r.Err == "" || !r.EFBIG) {
-				t.Fatalf("ack with a commit record over the limit: %+v, want a retryable EFBIG", r)
+			if !c.committed && (r.Err == "" || !r.Retryable || !r.EFBIG) {
+				t.Fatalf("ack under RLIMIT_FSIZE: %+v, want a retryable error wrapping EFBIG", r)
 			}
-			if c.relative {
-				// The premise: the append really was cut, so the file ends
-				// exactly at the limit with part of a record.
-				fi, err := os.Stat(p.historyPath(instanceKey("big"), 1))
-				mustNoErr(t, err)
-				if fi.Size() != limit {
-					t.Fatalf("history file is %d bytes after the child, want %d (cut at the limit)", fi.Size(), limit)
+			// The premises: where the limit cut.
+			after := newestSegmentSize(t, dir)
+			fi, err := os.Stat(histPath)
+			mustNoErr(t, err)
+			switch c.name {
+			case "log append cut short":
+				if seg >= limit || after != limit {
+					t.Fatalf("log segment %d bytes before the child and %d after, want it below and then cut at the limit %d", seg, after, limit)
+				}
+			case "log segment past the limit":
+				if seg < limit || after != seg || fi.Size() != hist.Size() {
+					t.Fatalf("log segment %d -> %d bytes, history %d -> %d; want the segment past the limit %d and nothing written", seg, after, hist.Size(), fi.Size(), limit)
+				}
+			case "history append cut short":
+				if after >= limit || fi.Size() != limit {
+					t.Fatalf("log segment %d bytes, history %d bytes after the child; want the segment below the limit %d and the history cut at it", after, fi.Size(), limit)
 				}
 			}
 			// A reader that does not recover sees whole records only: the
@@ -261,7 +291,7 @@ func TestRlimitShortWriteAck(t *testing.T) {
 				t.Fatal("a partial event is visible")
 			}
 			// A fresh process recovers: all or nothing.
-			fresh := openT(t, dir, Options{SweepInterval: -1})
+			fresh := openT(t, dir, opts)
 			h, err = fresh.Read(ctx, "big")
 			mustNoErr(t, err)
 			switch {
@@ -284,7 +314,7 @@ func TestRlimitShortWriteAck(t *testing.T) {
 					t.Fatalf("ack without the limit: %s", r.Err)
 				}
 			}
-			final := openT(t, dir, Options{SweepInterval: -1})
+			final := openT(t, dir, opts)
 			h, err = final.Read(ctx, "big")
 			if err != nil || len(h) != len(before)+1 || len(h[len(h)-1].Kind.(ExternalEvent).Data) != c.size {
 				t.Fatalf("history after the turn = %d events, %v; want %d with the whole last event", len(h), err, len(before)+1)
@@ -293,4 +323,16 @@ func TestRlimitShortWriteAck(t *testing.T) {
 			fsckClean(t, dir)
 		})
 	}
+}
+
+// newestSegmentSize returns the size of the newest write-ahead log segment.
+func newestSegmentSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no log segment in %s: %v", dir, err)
+	}
+	fi, err := os.Stat(segs[len(segs)-1]) // Glob sorts; the names are fixed-width hex
+	mustNoErr(t, err)
+	return fi.Size()
 }

@@ -106,7 +106,7 @@ func earlyName() string {
 // that names the path; nothing is written through it.
 func TestOpenRefusesLinkedLayout(t *testing.T) {
 	for _, rel := range []string{
-		"FORMAT", "instances", "commits", "quarantine", "tmp", "queues",
+		"FORMAT", "instances", "wal", "wal/procs", "wal/0000000000000001.wal", "wal/checkpoint", "quarantine", "tmp", "queues",
 		"queues/orchestrator", "queues/worker", "queues/worker/claims", "queues/worker/locks",
 		"queues/orchestrator/fsqueue.json",
 	} {
@@ -118,7 +118,10 @@ func TestOpenRefusesLinkedLayout(t *testing.T) {
 			out := newOutside(t)
 			target := out.dir
 			if filepath.Base(rel) == "FORMAT" || strings.HasSuffix(rel, ".json") {
-				target = out.file(t, "file", []byte(`{"format":"durofs","version":1}`))
+				target = out.file(t, "file", []byte(`{"format":"durofs","version":2}`))
+			}
+			if strings.HasPrefix(rel, "wal/") && rel != "wal/procs" {
+				target = out.file(t, "file", []byte(`{"lsn":1}`))
 			}
 			out.seal(t)
 			plantLink(t, filepath.Join(dir, rel), target)
@@ -434,7 +437,7 @@ func TestFsckReportsAndQuarantinesLinks(t *testing.T) {
 		filepath.Join("instances", instanceKey("b"), "lease.json"),
 		filepath.Join("instances", instanceKey("c"), "executions", "1", "history.jsonl"),
 		filepath.Join("instances", instanceKey("d"), "instance.json"),
-		filepath.Join("commits", instanceKey("d")+".json"),
+		filepath.Join("wal", "checkpoint"),
 		filepath.Join("sessions", "s.json"),
 	}
 	for _, l := range links {
