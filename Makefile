@@ -58,10 +58,15 @@ crashtest-long:
 crashpoints:
 	$(GO) test -count=1 -v -run TestCrashPointSweep ./scripts/crashtest/ | grep -Ev '^=== (RUN|PAUSE|CONT)'
 
-## powerloss: crash a strict in-memory file system at every sync point of a
-## workload script, recover, verify; and show a weakened commit path fails.
+## powerloss: three provider instances share a strict in-memory file system;
+## crash it at every sync point of their interleaved workload (two crash
+## models), recover, verify, drain; kill -9 one process before every change
+## it makes (ProcessCrashSafe mode); inject writeback errors into the log and
+## checkpoint fsyncs; and show that a weakened commit path fails the sweep.
+## Prints the summary lines (and any violation); exits non-zero on failure.
 powerloss:
-	$(GO) test -count=1 -v -run 'TestPowerLoss' ./provider/ | grep -E 'power loss|^(---|ok|FAIL)'
+	@out=$$($(GO) test -count=1 -v -run 'TestPowerLoss' ./provider/ 2>&1); status=$$?; \
+	echo "$$out" | grep -E 'power loss|kill -9|VIOLATION|^(---|ok|FAIL|panic)'; exit $$status
 
 ## bench: the benchmark harness (see BENCHMARKS.md): durable turn throughput
 ## at 1, 2 and 4 processes vs the SQLite reference, exact fsyncs per ack,
