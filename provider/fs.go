@@ -384,7 +384,7 @@ func (p *FSProvider) Close() error {
 	p.wg.Wait()
 	var werr error
 	if p.wal != nil {
-		if p.wal.Err() == nil && !p.readOnlyLog() {
+		if p.wal.Err() == nil && !p.readOnlyLog() && p.wal.Usable() {
 			// A last checkpoint, so that the next Open has little to
 			// replay (best effort: another process may hold the lock).
 			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)

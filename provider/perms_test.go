@@ -60,6 +60,7 @@ func permWorkload(t *testing.T, p *FSProvider) {
 	if err != nil || it == nil {
 		t.Fatal(it, err)
 	}
+	mustNoErr(t, p.checkpointOnce(ctx, true, true)) // writes wal/checkpoint
 	testHookAfterCommitPoint = func(string) { panic(errStopAfterCommit) }
 	func() {
 		defer func() {

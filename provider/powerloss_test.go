@@ -523,7 +523,7 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 		w.led.wacks = append(w.led.wacks, key)
 		return " " + key, nil
 	case "ckpt":
-		return "", p.checkpointOnce(ctx, true)
+		return "", p.checkpointOnce(ctx, true, true)
 	case "recover":
 		return "", p.Recover(ctx)
 	}
@@ -1121,7 +1121,7 @@ func plCrashAt(k int, model string) []string {
 	cut, v = plExercise(p, cut, "after recovery", "probe1")
 	// A checkpoint, then a second power loss: what recovery and the work
 	// after it did must be durable.
-	if err := p.checkpointOnce(context.Background(), true); err != nil {
+	if err := p.checkpointOnce(context.Background(), true, true); err != nil {
 		v = append(v, "checkpoint after recovery: "+err.Error())
 	}
 	p.Close()
@@ -1741,7 +1741,7 @@ func plWritebackScenario(t *testing.T, failing func(s *plWB, a, b, c *FSProvider
 		t.Fatalf("fetch work: %v %v", wk, err)
 	}
 	s.ackWork(c, wk, false)
-	if err := a.checkpointOnce(context.Background(), true); err != nil {
+	if err := a.checkpointOnce(context.Background(), true, true); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
 	// After the checkpoint: only in the log (and the page cache).
@@ -1852,7 +1852,7 @@ func TestPowerLossWritebackError(t *testing.T) {
 		t.Run(fmt.Sprintf("checkpoint file sync %d", n), func(t *testing.T) {
 			reached = plWritebackScenario(t, func(s *plWB, a, b, c *FSProvider, _ map[string]*LockedOrchestrationItem) (string, error) {
 				s.mem.InjectWritebackError(n)
-				return fmt.Sprintf("A's checkpoint (file sync %d)", n), a.checkpointOnce(context.Background(), true)
+				return fmt.Sprintf("A's checkpoint (file sync %d)", n), a.checkpointOnce(context.Background(), true, true)
 			})
 			if !reached {
 				t.Skipf("the checkpoint makes fewer than %d file syncs", n)
@@ -1921,9 +1921,9 @@ func TestPowerLossStaleMark(t *testing.T) {
 	if marked == nil {
 		t.Fatal("no lease with a pending mark seen at a sync")
 	}
-	mustNoErr(t, p.checkpointOnce(ctx, true))
+	mustNoErr(t, p.checkpointOnce(ctx, true, true))
 	turn(ExternalRaised{Instance: "s", Name: "x", Data: "e:2"}) // completes s
-	mustNoErr(t, p.checkpointOnce(ctx, true))
+	mustNoErr(t, p.checkpointOnce(ctx, true, true))
 	p.Close()
 
 	// The power loss brings the marked lease back.

@@ -339,6 +339,19 @@ func (l *Log) register() error {
 	return nil
 }
 
+// Usable reports whether this process's handle on the log still works (a
+// simulated power loss, vfs.MemFS.Crash, invalidates every open handle: the
+// process is dead, and must not act on the files it left).
+func (l *Log) Usable() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur == nil {
+		return false
+	}
+	_, err := l.cur.f.Stat()
+	return err == nil
+}
+
 // ReadOnly reports whether the log was opened with OpenReadOnly.
 func (l *Log) ReadOnly() bool { return l.readOnly }
 
