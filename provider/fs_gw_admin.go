@@ -65,8 +65,11 @@ func (p *FSProvider) gwRemoveFrom(b *gwBuild, execID string) error {
 // orchestrations).
 func (p *FSProvider) RemoveWorkflow(ctx context.Context, ref WorkflowRef) error {
 	key := instanceKey(ref.InstanceID)
-	if _, err := p.fs.Stat(p.instFilePath(key)); err != nil {
-		return ErrWorkflowNotFound
+	if ok, err := p.gwMayExist(key); err != nil || !ok {
+		if err == nil {
+			err = ErrWorkflowNotFound
+		}
+		return err
 	}
 	guards, unlock, err := p.gwLock(ctx, []string{key})
 	if err != nil {

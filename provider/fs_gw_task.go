@@ -215,7 +215,10 @@ func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]
 		return fmt.Errorf("commit: %w", err)
 	}
 	afterCommitPoint("gw")
-	for i := range rec.GW.Parts {
+	// The first part (a task's own instance) goes last: its messages may
+	// name executions the other parts create (a signal activity for a
+	// sub-workflow started in the same task).
+	for i := len(rec.GW.Parts) - 1; i >= 0; i-- {
 		pt := &rec.GW.Parts[i]
 		if err := p.gwApplyPart(ctx, guards[pt.Key], rec.CommitID, pt, false); err != nil {
 			p.log.Warn("durofs: workflow commit committed, apply deferred to recovery", "op", op, "instance", pt.Instance, "err", err)
@@ -224,6 +227,21 @@ func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]
 	}
 	p.notify()
 	return nil
+}
+
+// gwMayExist reports whether instance key may exist: it has an
+// instance.json, or at least a lease (a creation may be committed and not
+// yet applied; the caller locks it, which finishes that). Looking first
+// never creates the directory of an instance that does not exist.
+func (p *FSProvider) gwMayExist(key string) (bool, error) {
+	for _, path := range []string{p.instFilePath(key), p.leasePath(key)} {
+		if _, err := p.fs.Stat(path); err == nil {
+			return true, nil
+		} else if !vfs.IsNotExist(err) {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // CreateWorkflow creates execution ref of an instance, with ev as its first
@@ -263,10 +281,9 @@ func (p *FSProvider) CreateWorkflow(ctx context.Context, ref WorkflowRef, s Work
 // delivered, nothing would consume it). One log record.
 func (p *FSProvider) SendWorkflowEvent(ctx context.Context, instance, execID string, ev WorkflowEvent) error {
 	key := instanceKey(instance)
-	// Never create the directory of an instance that does not exist.
-	if _, err := p.fs.Stat(p.instFilePath(key)); err != nil {
-		if vfs.IsNotExist(err) {
-			return ErrWorkflowNotFound
+	if ok, err := p.gwMayExist(key); err != nil || !ok {
+		if err == nil {
+			err = ErrWorkflowNotFound
 		}
 		return err
 	}
@@ -542,7 +559,9 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 			continue
 		}
 		if s.Start == nil {
-			if _, err := p.fs.Stat(p.instFilePath(tk)); err != nil {
+			if ok, err := p.gwMayExist(tk); err != nil {
+				return err
+			} else if !ok {
 				continue // no such instance: its events are dropped
 			}
 		}
