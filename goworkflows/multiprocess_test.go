@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +58,14 @@ func Mixed(ctx workflow.Context, i int) (int, error) {
 		return 0, err
 	}
 	child := workflow.CreateSubWorkflowInstance[int](ctx, workflow.SubWorkflowOptions{InstanceID: childID(i)}, Child, i)
-	if _, err := workflow.SignalWorkflow(ctx, childID(i), "ping", i+1).Get(ctx); err != nil {
+	// The signal is delivered by go-workflows' built-in activity, which is
+	// at least once: if its worker is killed after delivering the signal
+	// and before completing the activity task, the retry finds the child
+	// finished - "not found", although the signal was delivered (the child
+	// finishes only once it has it). A signal that was never delivered
+	// leaves the child waiting and the test times out.
+	if _, err := workflow.SignalWorkflow(ctx, childID(i), "ping", i+1).Get(ctx); err != nil &&
+		!strings.Contains(err.Error(), backend.ErrInstanceNotFound.Error()) {
 		return 0, err
 	}
 	s, err := child.Get(ctx)
