@@ -48,6 +48,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
@@ -591,6 +592,7 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 		if err != nil {
 			return fmt.Errorf("append history: %w", err)
 		}
+		failpoint.Hit("gwredo.after_history")
 	}
 	for _, s := range pt.States {
 		if err := p.fs.MkdirAll(p.execDir(key, s.N), vfs.DirPerm); err != nil {
@@ -600,6 +602,7 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 			return fmt.Errorf("write execution state: %w", err)
 		}
 	}
+	failpoint.Hit("gwredo.after_states")
 	if pt.InstanceFile != nil {
 		if err := p.fs.MkdirAll(p.instDir(key), vfs.DirPerm); err != nil {
 			return fmt.Errorf("create instance dir: %w", err)
@@ -618,12 +621,14 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 			return fmt.Errorf("remove execution %d: %w", n, err)
 		}
 	}
+	failpoint.Hit("gwredo.after_files")
 	if err := p.gwPublish(pt.Publish, replay); err != nil {
 		return err
 	}
 	if err := p.gwDelete(ctx, pt.Delete); err != nil {
 		return err
 	}
+	failpoint.Hit("gwredo.before_release")
 	return gwRelease(g, id, pt)
 }
 
@@ -642,6 +647,7 @@ func (p *FSProvider) gwPublish(refs []queueRef, replay bool) error {
 		if err != nil {
 			return fmt.Errorf("publish %s/%s: %w", r.Queue, r.Name, err)
 		}
+		failpoint.Hit("gwredo.after_publish")
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/failpoint"
 )
 
 // WorkflowActivity is an activity task to schedule: its queue, the event
@@ -184,12 +185,14 @@ func (p *FSProvider) CompleteWorkflowActivity(ctx context.Context, token string,
 				return fmt.Errorf("stage completion: %w", err)
 			}
 			rec.Publish = []queueRef{ref}
+			failpoint.Hit("gwact.after_stage")
 		}
 		if err := p.gwCommitAct(g, c, rec); err != nil {
 			p.gwUnstage(rec.Publish)
 			return fmt.Errorf("commit activity completion: %w", err)
 		}
 		afterCommitPoint("gw_act")
+		failpoint.Hit("gwact.after_commit")
 		if err := p.gwApplyAct(q, g, rec, false); err != nil {
 			p.log.Warn("durofs: activity completion committed, apply deferred to recovery", "item", name, "err", err)
 			p.stats.applyDeferred.Add(1)
@@ -223,6 +226,7 @@ func (p *FSProvider) gwCommitAct(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *co
 	if err := g.Write(c); err != nil {
 		return fmt.Errorf("mark claim: %w", err)
 	}
+	failpoint.Hit("gwact.after_mark")
 	_, end, err := p.wal.Append(payload)
 	if err != nil {
 		_ = g.Write(held)
@@ -238,9 +242,11 @@ func (p *FSProvider) gwApplyAct(q *fsqueue.Queue, g *fsqueue.ClaimGuard, rec *co
 	if err := p.gwPublish(rec.Publish, replay); err != nil {
 		return err
 	}
+	failpoint.Hit("gwact.after_publish")
 	if err := q.DeleteMessage(rec.Item); err != nil {
 		return fmt.Errorf("delete activity task: %w", err)
 	}
+	failpoint.Hit("gwact.after_message_delete")
 	c, exists, err := g.Read()
 	if err == nil && exists && c.State != "" && workMark(c) != rec.CommitID {
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -210,11 +211,13 @@ func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]
 		rec.GW.Parts = append(rec.GW.Parts, b.part)
 		gs = append(gs, guards[b.key])
 	}
+	failpoint.Hit("gw.before_commit")
 	if err := p.commitLocked(gs, rec); err != nil {
 		p.gwUnstage(staged)
 		return fmt.Errorf("commit: %w", err)
 	}
 	afterCommitPoint("gw")
+	failpoint.Hit("gw.after_commit")
 	// The first part (a task's own instance) goes last: its messages may
 	// name executions the other parts create (a signal activity for a
 	// sub-workflow started in the same task).
@@ -224,6 +227,7 @@ func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]
 			p.log.Warn("durofs: workflow commit committed, apply deferred to recovery", "op", op, "instance", pt.Instance, "err", err)
 			p.stats.applyDeferred.Add(1)
 		}
+		failpoint.Hit("gw.after_part")
 	}
 	p.notify()
 	return nil
