@@ -331,3 +331,12 @@ func (p *FSProvider) FutureWorkflowEvents(ctx context.Context) ([]WorkflowEvent,
 	}
 	return out, nil
 }
+
+// gwPruneSkips reports whether PruneExecutions must leave instance key
+// alone: it holds workflow executions, whose record (instance.json's "gw")
+// an orchestration prune would drop. They are removed with RemoveWorkflow
+// and RemoveWorkflows.
+func gwPruneSkips(p *FSProvider, key string) bool {
+	f, err := p.readGWInstance(key)
+	return err == nil && f != nil && f.GW != nil
+}

@@ -290,3 +290,28 @@ func TestGWReplayRewritesEverything(t *testing.T) {
 		t.Fatalf("after the replay: %+v", task)
 	}
 }
+
+// TestGWPruneLeavesWorkflowInstancesAlone: an orchestration prune must not
+// rewrite a workflow instance's instance.json (it would drop its
+// executions).
+func TestGWPruneLeavesWorkflowInstancesAlone(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1})
+	ref := WorkflowRef{"w", "e1"}
+	mustNoErr(t, p.CreateWorkflow(ctx, ref, WorkflowStart{Queue: "default", Name: "W"}, gwEv("s", "WorkflowExecutionStarted", 0)))
+	task := gwFetchOf(t, p, "w")
+	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowContinuedAsNew,
+		Executed: []WorkflowEvent{gwEv("s", "WorkflowExecutionStarted", 1)},
+		Sends: []WorkflowSend{{Target: WorkflowRef{"w", "e2"}, Start: &WorkflowStart{Queue: "default", Name: "W"},
+			Events: []WorkflowEvent{gwEv("s2", "WorkflowExecutionStarted", 0)}}}}))
+	res, err := p.PruneExecutionsBulk(ctx, InstanceFilter{}, PruneOptions{})
+	mustNoErr(t, err)
+	if res.ExecutionsDeleted != 0 {
+		t.Fatalf("prune removed %d executions of a workflow instance", res.ExecutionsDeleted)
+	}
+	for _, r := range []WorkflowRef{ref, {"w", "e2"}} {
+		if _, err := p.WorkflowExecutionInfo(ctx, r); err != nil {
+			t.Fatalf("%v after prune: %v", r, err)
+		}
+	}
+}
