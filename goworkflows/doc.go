@@ -219,4 +219,24 @@
 //     the SQLite backend.
 //   - Listings, stats and removal by age scan instances/ (one instance.json
 //     per instance id): O(instances), like durofs's admin listings.
+//   - A worker that dies keeps the instances it completed last sticky to
+//     its name for StickyTimeout (restarted under the same name, it takes
+//     them at once), as with the SQL backends.
+//
+// # Known gaps (to do)
+//
+//   - durofs queues, durofs fsck and the admin queue depths do not look
+//     into queues/gw-*; fsck checks the instance files and histories only.
+//   - durofs delete (the orchestration deletion) of a go-workflows instance
+//     removes its files but not its gw queue messages: pending events are
+//     dropped as stale by the next fetch, but its activity tasks still run.
+//     durofs prune skips go-workflows instances.
+//   - The crash-point sweep (make crashpoints) does not yet run a
+//     go-workflows workload at the gw.*, gwredo.* and gwact.* failpoints;
+//     provider/fs_gw_test.go covers a death right after each commit point
+//     and a replay of everything, goworkflows' multi-process test a kill -9
+//     at a random point.
+//   - Creating an instance costs about ten file-system operations (its
+//     directory, lock, lease, instance.json, execution directory and state,
+//     the staged and published start event).
 package goworkflows
