@@ -2,19 +2,28 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints powerloss bench bench-quick clean
+.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints powerloss bench bench-quick clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts. The bench module (its own go.mod)
 ## is tested too: its harness test runs every benchmark once at a tiny size.
+## So is the goworkflows module (its own go.mod): go-workflows' backend and
+## end-to-end suites in both durability modes, and the multi-process test.
 test: vet crossbuild
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
+	cd goworkflows && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -run XXX -bench . -benchtime 1x ./provider/ > /dev/null
 	@$(MAKE) --no-print-directory races
 
 vet:
 	$(GO) vet $(PKGS)
+
+## test-goworkflows: only the goworkflows module (go-workflows' suites, both
+## durability modes, -race; and the multi-process test), with subtest names.
+test-goworkflows:
+	cd goworkflows && $(GO) vet ./... && { $(GO) test -race -count=1 -timeout 20m -v ./... > gw-test.out 2>&1; s=$$?; \
+		grep -E '^(\s*--- |ok|FAIL|PASS|panic)' gw-test.out; echo "(full output: goworkflows/gw-test.out)"; exit $$s; }
 
 ## lint: formatting and vet.
 lint: vet

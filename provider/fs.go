@@ -128,6 +128,9 @@ type FSProvider struct {
 	// unusableWarned maps an instance key to when fetch last warned that it
 	// skips the instance (symlinks.go), to log once a minute, not per poll.
 	unusableWarned sync.Map
+
+	// gw holds the workflow queues (fs_gw.go).
+	gw gwEngine
 }
 
 var _ Provider = (*FSProvider)(nil)
@@ -395,7 +398,7 @@ func (p *FSProvider) Close() error {
 		}
 		werr = p.wal.Close()
 	}
-	return errors.Join(p.orchQ.Close(), p.workQ.Close(), werr)
+	return errors.Join(p.orchQ.Close(), p.workQ.Close(), p.gwClose(), werr)
 }
 
 // Name implements Provider.

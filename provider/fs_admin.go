@@ -637,6 +637,9 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	if f == nil || f.Record == nil {
 		return PruneResult{}, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
 	}
+	if gwPruneSkips(p, key) { // go-workflows executions are removed through its backend (fs_gw_admin.go)
+		return PruneResult{}, nil
+	}
 	execs := slices.Clone(f.Executions)
 	slices.Sort(execs)
 	keepTop := map[uint64]bool{}

@@ -57,6 +57,8 @@ type commitRecord struct {
 	// replay); Delete are messages to delete.
 	Publish []queueRef `json:"publish,omitempty"`
 	Delete  []queueRef `json:"delete,omitempty"`
+	// GW is the workflow part of kinds "gw" and "gw_act" (fs_gw.go).
+	GW *gwRecord `json:"gw,omitempty"`
 }
 
 // queueRef names a message of a queue ("orchestrator" or "worker"); Data is

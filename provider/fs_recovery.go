@@ -92,6 +92,9 @@ func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration, w
 	if err := p.sweepStaged(ctx, max(stagedAge, 10*time.Second)); err != nil {
 		return fmt.Errorf("sweep staged messages: %w", err)
 	}
+	if err := p.gwSweep(ctx, max(stagedAge, 10*time.Second), time.Minute); err != nil {
+		return fmt.Errorf("sweep workflow queues: %w", err)
+	}
 	return p.sweepTemps(time.Minute)
 }
 

@@ -270,8 +270,10 @@ func (p *FSProvider) applyKey(ctx context.Context, g *lease.Guard, key string, r
 			}
 		}
 		return nil
-	case kindWorkAck:
+	case kindWorkAck, kindGWAct:
 		return fmt.Errorf("work ack record %s under an instance lock", rec.CommitID)
+	case kindGW:
+		return p.gwApply(ctx, g, key, rec, replay)
 	}
 	return fmt.Errorf("log record %s has unknown kind %q", rec.CommitID, rec.Kind)
 }
@@ -314,8 +316,10 @@ func keysOf(rec *commitRecord) []string {
 			keys[i] = m.Key
 		}
 		return keys
-	case kindWorkAck:
+	case kindWorkAck, kindGWAct:
 		return nil
+	case kindGW:
+		return gwKeys(rec)
 	}
 	return []string{rec.Key}
 }
@@ -395,6 +399,9 @@ func (p *FSProvider) replayAll(ctx context.Context) error {
 
 // replayOne applies one record in replay mode, under the flocks it names.
 func (p *FSProvider) replayOne(ctx context.Context, rec *commitRecord) error {
+	if rec.Kind == kindGWAct {
+		return p.gwReplayAct(ctx, rec)
+	}
 	if rec.Kind == kindWorkAck {
 		return p.workQ.WithClaim(ctx, rec.Item, func(g *fsqueue.ClaimGuard) error {
 			return p.applyWorkAck(g, rec, true)
@@ -481,6 +488,9 @@ func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (done b
 	rec := lr.rec
 	lctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
+	if rec.Kind == kindGWAct {
+		return p.gwEnsureAct(ctx, lctx, rec)
+	}
 	if rec.Kind == kindWorkAck {
 		c, exists, err := p.workQ.PeekClaim(rec.Item)
 		if err != nil && !errors.Is(err, fsqueue.ErrCorrupt) {
@@ -612,6 +622,9 @@ func (p *FSProvider) syncFile(path string) error {
 
 // touched adds the files and directories a record's apply changes.
 func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
+	if p.gwTouched(rec, files, dirs) {
+		return
+	}
 	qdir := func(q string) string { return p.queue(q).Dir() }
 	for _, r := range rec.Publish {
 		files[filepath.Join(qdir(r.Queue), r.Name+".json")] = true

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -336,6 +337,10 @@ func eventDetails(e provider.Event) string {
 	case provider.KeyValueCleared:
 		add("key", k.Key)
 	case provider.UnknownEvent:
+		if d := workflowEventDetails(e); d != "" {
+			parts = append(parts, d)
+			break
+		}
 		parts = append(parts, "(event type unknown to this version; see --json)")
 	}
 	return strings.Join(parts, " ")
@@ -546,4 +551,33 @@ area of the directory.`, stdout, stderr)
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// workflowEventDetails describes a go-workflows event (type "workflow.<T>",
+// stored by the goworkflows backend with the event under "event"): its
+// schedule event id and attributes; "" for anything else.
+func workflowEventDetails(e provider.Event) string {
+	if u, ok := e.Kind.(provider.UnknownEvent); !ok || !strings.HasPrefix(u.TypeName, "workflow.") {
+		return ""
+	}
+	var line struct {
+		Event struct {
+			ScheduleEventID int64           `json:"seid"`
+			Attributes      json.RawMessage `json:"attr"`
+		} `json:"event"`
+	}
+	if json.Unmarshal(e.Raw, &line) != nil {
+		return ""
+	}
+	var parts []string
+	if line.Event.ScheduleEventID != 0 {
+		parts = append(parts, "schedule="+strconv.FormatInt(line.Event.ScheduleEventID, 10))
+	}
+	if a := string(line.Event.Attributes); a != "" && a != "{}" && a != "null" {
+		parts = append(parts, short(a, 80))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
 }

@@ -1,0 +1,747 @@
+package provider
+
+// Workflow instances: the go-workflows execution model on the durofs engine.
+//
+// go-workflows (github.com/cschleiden/go-workflows) keeps, per workflow
+// instance, executions named by (instance id, execution id) strings, a queue
+// name per execution, "pending events" that wake an execution (some of them
+// future events: timers), a history of executed events numbered by sequence
+// id, and activity tasks in named queues. The operations in fs_gw*.go give
+// that model durofs's guarantees: every change that must be all-or-nothing is
+// ONE write-ahead log record (fs_wal.go), of kind "gw" (changes keyed by
+// instance, each part marked in its instance's lease and applied under its
+// flock) or "gw_act" (an activity completion, marked in the activity's claim).
+// This file holds the storage format and the apply and replay of "gw"
+// records; fs_gw_task.go the operations on instances and workflow tasks,
+// fs_gw_activity.go activity tasks, fs_gw_admin.go removal, stats and
+// listings. The module github.com/durofs/durofs/goworkflows adapts them to
+// go-workflows' backend.Backend; its doc.go describes the mapping.
+//
+// Storage (one instance directory per instance id, as for orchestrations):
+//
+//	instances/<key>/lock, lease.json    the flock target and the lease: a workflow task is a lease (token,
+//	                                    fence, expiry; Data.batch = the pending-event messages it fetched);
+//	                                    a released lease whose owner and expiry are still set is the
+//	                                    "sticky" preference of the worker that completed the last task
+//	instances/<key>/instance.json       instanceFile (so durofs ls/show read it) plus "gw": every
+//	                                    execution of the instance (id, number, queue, state, parent,
+//	                                    metadata, times, last sequence id, event count)
+//	instances/<key>/executions/<n>/history.jsonl   executed events, one record each: record id = sequence
+//	                                    id, epoch = fence, payload = {duroxide's common event fields,
+//	                                    "type":"workflow.<EventType>", "event": <the go-workflows event>}
+//	instances/<key>/executions/<n>/state.json      executionFile (status, times, event count)
+//	queues/gw-workflow-<q>/<ULID>.json  pending events of executions whose queue is q (names.Encode(q)),
+//	                                    visible_at = the event's VisibleAt (timers) or its enqueue time
+//	queues/gw-activity-<q>/<ULID>.json  activity tasks of queue q; claims/ are their peek-locks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/failpoint"
+	"github.com/durofs/durofs/internal/names"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
+)
+
+const (
+	kindGW    = "gw"
+	kindGWAct = "gw_act"
+)
+
+// Errors of the workflow operations. They are permanent.
+var (
+	// ErrWorkflowExists: the instance already has an active execution.
+	ErrWorkflowExists = errors.New("durofs: workflow instance already exists")
+	// ErrWorkflowNotFound: no such instance (or execution, or active execution).
+	ErrWorkflowNotFound = errors.New("durofs: workflow instance not found")
+	// ErrWorkflowNotFinished: the execution is still active.
+	ErrWorkflowNotFinished = errors.New("durofs: workflow instance is not finished")
+	// ErrWorkflowTaskLost: the task's lock is no longer held by its token
+	// (completed already, or taken over after it expired).
+	ErrWorkflowTaskLost = errors.New("durofs: workflow task lock is not held")
+)
+
+// WorkflowState is the state of one execution. The values are go-workflows'
+// core.WorkflowInstanceState.
+type WorkflowState int
+
+const (
+	WorkflowActive         WorkflowState = 0
+	WorkflowContinuedAsNew WorkflowState = 1
+	WorkflowFinished       WorkflowState = 2
+)
+
+// WorkflowRef names one execution of a workflow instance.
+type WorkflowRef struct {
+	InstanceID  string `json:"instance_id"`
+	ExecutionID string `json:"execution_id"`
+}
+
+// WorkflowParent is the execution (and its event) that started a sub-workflow.
+type WorkflowParent struct {
+	InstanceID  string `json:"instance_id"`
+	ExecutionID string `json:"execution_id"`
+	EventID     int64  `json:"event_id"`
+}
+
+// WorkflowEvent is one event, opaque to durofs except for the fields it
+// routes, orders and inspects by. Data is the complete event as the caller
+// encodes it (go-workflows: its history.Event JSON), stored verbatim.
+type WorkflowEvent struct {
+	ID              string
+	Type            string // a name for inspection (durofs history shows "workflow.<Type>")
+	SequenceID      int64  // history position (executed events); 0 for pending ones
+	ScheduleEventID int64
+	TimestampMs     int64
+	VisibleAtMs     int64 // > 0: a future event (timer), delivered at that time
+	Data            json.RawMessage
+}
+
+// WorkflowStart describes a new execution.
+type WorkflowStart struct {
+	Queue    string
+	Name     string
+	Parent   *WorkflowParent
+	Metadata json.RawMessage
+}
+
+// WorkflowExecution is one execution as stored.
+type WorkflowExecution struct {
+	WorkflowRef
+	Number         uint64 // its directory executions/<n>
+	Queue          string
+	Name           string
+	Parent         *WorkflowParent
+	Metadata       json.RawMessage
+	State          WorkflowState
+	Failed         bool
+	CreatedAt      time.Time
+	CompletedAt    *time.Time
+	LastSequenceID int64
+	Events         int
+}
+
+// gwInstanceFile is instance.json of an instance with workflow executions:
+// the orchestration instance file (read by durofs ls/show and the admin
+// API) plus the executions.
+type gwInstanceFile struct {
+	instanceFile
+	GW *gwInstance `json:"gw,omitempty"`
+}
+
+type gwInstance struct {
+	// Next is the number the next execution's directory gets.
+	Next       uint64   `json:"next"`
+	Executions []gwExec `json:"executions"`
+}
+
+// gwExec is one execution's record (in instance.json).
+type gwExec struct {
+	ID          string          `json:"id"`
+	N           uint64          `json:"n"`
+	Queue       string          `json:"queue"`
+	Name        string          `json:"name,omitempty"`
+	State       WorkflowState   `json:"state"`
+	Failed      bool            `json:"failed,omitempty"`
+	Parent      *WorkflowParent `json:"parent,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	CreatedNs   int64           `json:"created_ns"`
+	CompletedNs *int64          `json:"completed_ns,omitempty"`
+	LastSeq     int64           `json:"last_seq"`
+	Events      int             `json:"events"`
+}
+
+func (e *gwExec) public(instance string) WorkflowExecution {
+	w := WorkflowExecution{
+		WorkflowRef: WorkflowRef{InstanceID: instance, ExecutionID: e.ID}, Number: e.N, Queue: e.Queue, Name: e.Name,
+		Parent: e.Parent, Metadata: e.Metadata, State: e.State, Failed: e.Failed,
+		CreatedAt: time.Unix(0, e.CreatedNs), LastSequenceID: e.LastSeq, Events: e.Events,
+	}
+	if e.CompletedNs != nil {
+		t := time.Unix(0, *e.CompletedNs)
+		w.CompletedAt = &t
+	}
+	return w
+}
+
+func (f *gwInstanceFile) exec(id string) *gwExec {
+	if f == nil || f.GW == nil {
+		return nil
+	}
+	for i := range f.GW.Executions {
+		if f.GW.Executions[i].ID == id {
+			return &f.GW.Executions[i]
+		}
+	}
+	return nil
+}
+
+func (f *gwInstanceFile) active() *gwExec {
+	if f == nil || f.GW == nil {
+		return nil
+	}
+	for i := range f.GW.Executions {
+		if f.GW.Executions[i].State == WorkflowActive {
+			return &f.GW.Executions[i]
+		}
+	}
+	return nil
+}
+
+// clone returns a deep enough copy to modify.
+func (f *gwInstanceFile) clone() *gwInstanceFile {
+	c := *f
+	if f.Record != nil {
+		r := *f.Record
+		c.Record = &r
+	}
+	c.Executions = slices.Clone(f.Executions)
+	if f.GW != nil {
+		g := *f.GW
+		g.Executions = slices.Clone(f.GW.Executions)
+		c.GW = &g
+	}
+	return &c
+}
+
+// summarize recomputes the orchestration summary fields from the executions.
+func (f *gwInstanceFile) summarize(nowMs int64) {
+	f.UpdatedAtMs = nowMs
+	f.Executions = nil
+	f.TotalEvents = 0
+	var cur *gwExec
+	for i := range f.GW.Executions {
+		e := &f.GW.Executions[i]
+		f.Executions = append(f.Executions, e.N)
+		f.TotalEvents += uint64(e.Events)
+		if cur == nil || e.N > cur.N {
+			cur = e
+		}
+	}
+	slices.Sort(f.Executions)
+	if cur == nil {
+		return
+	}
+	f.CurrentExecutionID = cur.N
+	f.Status = gwStatus(cur)
+	f.CompletedAtMs = nil
+	if cur.CompletedNs != nil {
+		ms := *cur.CompletedNs / 1e6
+		f.CompletedAtMs = &ms
+	}
+	if f.Record == nil {
+		f.Record = &instanceRecord{CreatedAtMs: nowMs}
+	}
+	f.Record.OrchestrationName = cur.Name
+	f.Record.UpdatedAtMs = nowMs
+	f.Record.ParentInstanceID = nil
+	if cur.Parent != nil {
+		p := cur.Parent.InstanceID
+		f.Record.ParentInstanceID = &p
+	}
+}
+
+func gwStatus(e *gwExec) string {
+	switch e.State {
+	case WorkflowActive:
+		return "Running"
+	case WorkflowContinuedAsNew:
+		return "ContinuedAsNew"
+	}
+	if e.Failed {
+		return "Failed"
+	}
+	return "Completed"
+}
+
+// execFileOf is the execution's state.json (read by durofs show).
+func execFileOf(e *gwExec) executionFile {
+	ef := executionFile{ExecutionID: e.N, Status: gwStatus(e), StartedAtMs: e.CreatedNs / 1e6, EventCount: uint64(e.Events)}
+	if e.CompletedNs != nil {
+		ms := *e.CompletedNs / 1e6
+		ef.CompletedAtMs = &ms
+	}
+	return ef
+}
+
+func (p *FSProvider) readGWInstance(key string) (*gwInstanceFile, error) {
+	var f gwInstanceFile
+	ok, err := p.readJSON(p.instFilePath(key), &f)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// gwRecord is the workflow part of a log record (commitRecord.GW).
+type gwRecord struct {
+	// Op names the operation, for inspection.
+	Op string `json:"op"`
+	// Parts are the changes of a "gw" record, one per instance key, each
+	// marked in that instance's lease and applied under its flock.
+	Parts []gwPart `json:"parts,omitempty"`
+	// ActQueue is the activity queue (directory name) of a "gw_act" record's
+	// item; CompletionQueue the workflow queue its completion goes to.
+	ActQueue string `json:"act_queue,omitempty"`
+}
+
+// gwPart is everything a "gw" record changes in one instance: replay
+// rewrites all of it from the record alone.
+type gwPart struct {
+	Key      string `json:"key"`
+	Instance string `json:"instance"`
+	// LeaseToken, if the lease still holds it, is released; the lease then
+	// keeps Sticky as its owner until StickyUntilMs (0: not sticky).
+	LeaseToken    string `json:"lease_token,omitempty"`
+	Sticky        string `json:"sticky,omitempty"`
+	StickyUntilMs int64  `json:"sticky_until_ms,omitempty"`
+	// History is appended to execution Exec at position HistoryBase.
+	Exec        uint64   `json:"exec,omitempty"`
+	Fence       uint64   `json:"fence,omitempty"`
+	HistoryBase int      `json:"history_base,omitempty"`
+	History     [][]byte `json:"history,omitempty"`
+	HistoryIDs  []uint64 `json:"history_ids,omitempty"`
+	// InstanceFile is instance.json's complete new content (nil: unchanged;
+	// DeleteInstanceFile: removed); States the state.json of executions.
+	InstanceFile       *gwInstanceFile `json:"instance_file,omitempty"`
+	DeleteInstanceFile bool            `json:"delete_instance_file,omitempty"`
+	States             []gwStateWrite  `json:"states,omitempty"`
+	// RemoveExecs are execution directories removed.
+	RemoveExecs []uint64   `json:"remove_execs,omitempty"`
+	Publish     []queueRef `json:"publish,omitempty"`
+	Delete      []queueRef `json:"delete,omitempty"`
+}
+
+type gwStateWrite struct {
+	N    uint64        `json:"n"`
+	File executionFile `json:"file"`
+}
+
+// Queue directories.
+
+const (
+	gwWorkflowPrefix = "gw-workflow-"
+	gwActivityPrefix = "gw-activity-"
+)
+
+// gwWorkflowQueue is the queue directory name of workflow queue q.
+func gwWorkflowQueue(q string) string { return gwWorkflowPrefix + names.Encode(q) }
+
+// gwActivityQueue is the queue directory name of activity queue q.
+func gwActivityQueue(q string) string { return gwActivityPrefix + names.Encode(q) }
+
+// gwQueueName decodes a queue directory name back to its queue name.
+func gwQueueName(dir string) (name string, activity, ok bool) {
+	enc, isWF := strings.CutPrefix(dir, gwWorkflowPrefix)
+	if !isWF {
+		var isAct bool
+		if enc, isAct = strings.CutPrefix(dir, gwActivityPrefix); !isAct {
+			return "", false, false
+		}
+		activity = true
+	}
+	n, err := names.Decode(enc)
+	if err != nil || vfs.IsTemp(dir) {
+		return "", false, false
+	}
+	return n, activity, true
+}
+
+// gwEngine is the provider's state for workflow queues.
+type gwEngine struct {
+	mu     sync.Mutex
+	queues map[string]*fsqueue.Queue
+	closed bool
+}
+
+// gwQueue opens (once per process) the queue in queues/<dir>.
+func (p *FSProvider) gwQueue(dir string) (*fsqueue.Queue, error) {
+	if _, _, ok := gwQueueName(dir); !ok || strings.ContainsAny(dir, `/\`) {
+		return nil, fmt.Errorf("durofs: %q is not a workflow queue directory", dir)
+	}
+	p.gw.mu.Lock()
+	defer p.gw.mu.Unlock()
+	if p.gw.closed {
+		return nil, errors.New("durofs: provider closed")
+	}
+	if q := p.gw.queues[dir]; q != nil {
+		return q, nil
+	}
+	path := filepath.Join(p.dir, "queues", dir)
+	if err := p.mkdirDurable(path); err != nil {
+		return nil, err
+	}
+	q, err := fsqueue.Open(p.fs, path, fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true})
+	if err != nil {
+		return nil, err
+	}
+	if p.gw.queues == nil {
+		p.gw.queues = map[string]*fsqueue.Queue{}
+	}
+	p.gw.queues[dir] = q
+	return q, nil
+}
+
+// gwQueueDirs lists the workflow queue directories that exist.
+func (p *FSProvider) gwQueueDirs(activity bool) ([]string, error) {
+	all, err := p.fs.ReadDirNames(filepath.Join(p.dir, "queues"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range all {
+		if _, act, ok := gwQueueName(d); ok && act == activity {
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// gwClose closes the workflow queues (Close).
+func (p *FSProvider) gwClose() error {
+	p.gw.mu.Lock()
+	defer p.gw.mu.Unlock()
+	p.gw.closed = true
+	var errs []error
+	for _, q := range p.gw.queues {
+		errs = append(errs, q.Close())
+	}
+	p.gw.queues = nil
+	return errors.Join(errs...)
+}
+
+// Attributes of workflow queue messages (beside attrInstance, attrKey,
+// attrExec and attrSource).
+const (
+	attrEventID  = "eid"
+	attrType     = "type"
+	attrSchedule = "seid"
+	attrTimer    = "timer"
+	attrWFQueue  = "wq"
+)
+
+// gwEventMessage builds the pending-event message of ev for an execution.
+func (p *FSProvider) gwEventMessage(q *fsqueue.Queue, instance, execID string, ev WorkflowEvent, nowMs int64, source string) fsqueue.Message {
+	attrs := map[string]string{
+		attrInstance: instance, attrKey: instanceKey(instance), attrExec: execID,
+		attrEventID: ev.ID, attrType: ev.Type, attrSchedule: fmt.Sprint(ev.ScheduleEventID), attrSource: source,
+	}
+	vis := nowMs
+	if ev.VisibleAtMs > 0 {
+		attrs[attrTimer] = "1"
+		vis = ev.VisibleAtMs
+	}
+	return fsqueue.Message{Name: q.NewName(), VisibleAtMs: vis, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: ev.Data}
+}
+
+// eventOfMessage is the inverse of gwEventMessage.
+func eventOfMessage(m fsqueue.Message) WorkflowEvent {
+	ev := WorkflowEvent{ID: m.Attrs[attrEventID], Type: m.Attrs[attrType], Data: m.Payload}
+	fmt.Sscan(m.Attrs[attrSchedule], &ev.ScheduleEventID)
+	if m.Attrs[attrTimer] == "1" {
+		ev.VisibleAtMs = m.VisibleAtMs
+	}
+	return ev
+}
+
+// stageRef encodes and stages m in queue dir, returning its log reference.
+func (p *FSProvider) gwStage(dir string, m fsqueue.Message) (queueRef, error) {
+	q, err := p.gwQueue(dir)
+	if err != nil {
+		return queueRef{}, err
+	}
+	data, err := q.Encode(&m)
+	if err != nil {
+		return queueRef{}, err
+	}
+	if err := q.StageData(m.Name, data); err != nil {
+		_ = q.Unstage(m.Name)
+		return queueRef{}, err
+	}
+	return queueRef{Queue: dir, Name: m.Name, Data: data}, nil
+}
+
+// gwUnstage removes the staged files of a commit that did not happen.
+func (p *FSProvider) gwUnstage(refs []queueRef) {
+	for _, r := range refs {
+		if q, err := p.gwQueue(r.Queue); err == nil {
+			_ = q.Unstage(r.Name)
+		}
+	}
+}
+
+// gwHistoryLine is the history payload of an executed event: duroxide's
+// common event fields (so durofs history and the admin API read it as an
+// event of an unknown type) and the event itself.
+type gwHistoryLine struct {
+	EventID         uint64          `json:"event_id"`
+	SourceEventID   *uint64         `json:"source_event_id"`
+	InstanceID      string          `json:"instance_id"`
+	ExecutionID     uint64          `json:"execution_id"`
+	TimestampMs     uint64          `json:"timestamp_ms"`
+	DuroxideVersion string          `json:"duroxide_version"`
+	Type            string          `json:"type"`
+	Event           json.RawMessage `json:"event"`
+}
+
+func gwRecordID(seq int64) uint64 { return uint64(max(seq, 0)) }
+
+func gwHistoryPayload(instance string, n uint64, ev WorkflowEvent) ([]byte, error) {
+	if !json.Valid(ev.Data) {
+		return nil, fmt.Errorf("event %s: data is not valid JSON", ev.ID)
+	}
+	return jsonMarshal(gwHistoryLine{
+		EventID: gwRecordID(ev.SequenceID), InstanceID: instance, ExecutionID: n,
+		TimestampMs: uint64(max(ev.TimestampMs, 0)), Type: "workflow." + ev.Type, Event: compactJSON(ev.Data),
+	})
+}
+
+// gwReadHistory reads an execution's history: events with a sequence id
+// after *after (all if nil).
+func (p *FSProvider) gwReadHistory(key string, n uint64, after *int64) ([]WorkflowEvent, error) {
+	scan, err := history.Open(p.fs, p.historyPath(key, n)).Read()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkflowEvent, 0, len(scan.Records))
+	for _, r := range scan.Records {
+		var line gwHistoryLine
+		if err := json.Unmarshal(r.Payload, &line); err != nil || len(line.Event) == 0 {
+			return nil, fmt.Errorf("%w: history record %d of %s is not a workflow event", ErrCorrupt, r.ID, p.historyPath(key, n))
+		}
+		var head struct {
+			ID  string `json:"id"`
+			Seq int64  `json:"sid"`
+		}
+		_ = json.Unmarshal(line.Event, &head)
+		if after != nil && head.Seq <= *after {
+			continue
+		}
+		out = append(out, WorkflowEvent{ID: head.ID, Type: strings.TrimPrefix(line.Type, "workflow."), SequenceID: head.Seq,
+			TimestampMs: int64(line.TimestampMs), Data: line.Event})
+	}
+	return out, nil
+}
+
+// gwKeys returns the instance keys a "gw" record marks.
+func gwKeys(rec *commitRecord) []string {
+	if rec.GW == nil {
+		return nil
+	}
+	keys := make([]string, len(rec.GW.Parts))
+	for i, pt := range rec.GW.Parts {
+		keys[i] = pt.Key
+	}
+	return keys
+}
+
+// gwApply applies the part of a "gw" record that belongs to key, under its
+// flock, unsynced and idempotently (see apply in fs_commit.go); with replay
+// every byte is written again from the record.
+func (p *FSProvider) gwApply(ctx context.Context, g *lease.Guard, key string, rec *commitRecord, replay bool) error {
+	if rec.GW == nil {
+		return fmt.Errorf("log record %s of kind %q has no workflow part", rec.CommitID, rec.Kind)
+	}
+	for i := range rec.GW.Parts {
+		if pt := &rec.GW.Parts[i]; pt.Key == key {
+			return p.gwApplyPart(ctx, g, rec.CommitID, pt, replay)
+		}
+	}
+	return nil
+}
+
+func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string, pt *gwPart, replay bool) error {
+	key := pt.Key
+	afs := vfs.NoSync(p.fs)
+	if len(pt.History) > 0 {
+		if err := p.fs.MkdirAll(p.execDir(key, pt.Exec), vfs.DirPerm); err != nil {
+			return fmt.Errorf("create execution dir: %w", err)
+		}
+		recs := make([]history.Record, len(pt.History))
+		for i, raw := range pt.History {
+			recs[i] = history.Record{ID: pt.HistoryIDs[i], Epoch: pt.Fence, Payload: raw}
+		}
+		h := history.Open(afs, p.historyPath(key, pt.Exec))
+		var err error
+		if replay {
+			err = h.RewriteAt(pt.HistoryBase, recs)
+			if errors.Is(err, history.ErrConflict) && !slices.Contains(pt.RemoveExecs, pt.Exec) {
+				// The execution's history is shorter than this record's
+				// base: only a later record's removal of the execution
+				// can have done that (its removal reached the disk, the
+				// checkpoint did not). That record is replayed next.
+				if _, serr := p.fs.Stat(p.historyPath(key, pt.Exec)); vfs.IsNotExist(serr) {
+					err = nil
+				}
+			}
+		} else {
+			_, err = h.AppendAt(pt.HistoryBase, recs)
+		}
+		if err != nil {
+			return fmt.Errorf("append history: %w", err)
+		}
+		failpoint.Hit("gwredo.after_history")
+	}
+	for _, s := range pt.States {
+		if err := p.fs.MkdirAll(p.execDir(key, s.N), vfs.DirPerm); err != nil {
+			return fmt.Errorf("create execution dir: %w", err)
+		}
+		if err := p.writeJSONApply(p.execStatePath(key, s.N), s.File); err != nil {
+			return fmt.Errorf("write execution state: %w", err)
+		}
+	}
+	failpoint.Hit("gwredo.after_states")
+	if pt.InstanceFile != nil {
+		if err := p.fs.MkdirAll(p.instDir(key), vfs.DirPerm); err != nil {
+			return fmt.Errorf("create instance dir: %w", err)
+		}
+		if err := p.writeJSONApply(p.instFilePath(key), pt.InstanceFile); err != nil {
+			return fmt.Errorf("write instance: %w", err)
+		}
+	}
+	if pt.DeleteInstanceFile {
+		if err := p.fs.Remove(p.instFilePath(key)); err != nil && !vfs.IsNotExist(err) {
+			return fmt.Errorf("remove instance file: %w", err)
+		}
+	}
+	for _, n := range pt.RemoveExecs {
+		if err := p.fs.RemoveAll(p.execDir(key, n)); err != nil {
+			return fmt.Errorf("remove execution %d: %w", n, err)
+		}
+	}
+	failpoint.Hit("gwredo.after_files")
+	if err := p.gwPublish(pt.Publish, replay); err != nil {
+		return err
+	}
+	if err := p.gwDelete(ctx, pt.Delete); err != nil {
+		return err
+	}
+	failpoint.Hit("gwredo.before_release")
+	return gwRelease(g, id, pt)
+}
+
+// gwPublish publishes staged messages (a replay writes them from the record).
+func (p *FSProvider) gwPublish(refs []queueRef, replay bool) error {
+	for _, r := range refs {
+		q, err := p.gwQueue(r.Queue)
+		if err != nil {
+			return err
+		}
+		if replay {
+			err = q.Restore(r.Name, r.Data)
+		} else {
+			_, err = q.Publish(r.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("publish %s/%s: %w", r.Queue, r.Name, err)
+		}
+		failpoint.Hit("gwredo.after_publish")
+	}
+	return nil
+}
+
+// gwDelete deletes messages (an activity task under its claim's shard lock).
+func (p *FSProvider) gwDelete(ctx context.Context, refs []queueRef) error {
+	for _, r := range refs {
+		q, err := p.gwQueue(r.Queue)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(r.Queue, gwActivityPrefix) {
+			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
+		} else {
+			err = q.Delete(r.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("delete %s/%s: %w", r.Queue, r.Name, err)
+		}
+	}
+	return nil
+}
+
+// gwRelease is a part's last write: it clears the mark and, if the lease
+// still holds the part's token, releases it (keeping the sticky owner).
+func gwRelease(g *lease.Guard, id string, pt *gwPart) error {
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return fmt.Errorf("read lease: %w", err)
+	}
+	st := decodeOrchState(cur)
+	changed := false
+	if st.Pending != nil && st.Pending.ID == id {
+		st.Pending = nil
+		changed = true
+	}
+	if pt.LeaseToken != "" && cur.Token == pt.LeaseToken {
+		st.Batch = nil
+		for _, r := range pt.Delete {
+			delete(st.Attempts, r.Name)
+		}
+		cur.Token, cur.Owner, cur.ExpiresAtMs = "", "", 0
+		if pt.StickyUntilMs > 0 {
+			cur.Owner, cur.ExpiresAtMs = pt.Sticky, pt.StickyUntilMs
+		}
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	cur.Data = st.encode()
+	return g.Write(cur)
+}
+
+// gwTouched adds the files and directories a workflow record changes; false
+// if rec is not one.
+func (p *FSProvider) gwTouched(rec *commitRecord, files, dirs map[string]bool) bool {
+	qdir := func(q string) string { return filepath.Join(p.dir, "queues", q) }
+	refs := func(pub, del []queueRef) {
+		for _, r := range pub {
+			files[filepath.Join(qdir(r.Queue), r.Name+".json")] = true
+			dirs[qdir(r.Queue)] = true
+		}
+		for _, r := range del {
+			dirs[qdir(r.Queue)] = true
+			dirs[filepath.Join(qdir(r.Queue), "claims")] = true
+		}
+	}
+	switch rec.Kind {
+	case kindGW:
+		if rec.GW == nil {
+			return true
+		}
+		for _, pt := range rec.GW.Parts {
+			dirs[filepath.Join(p.dir, "instances")] = true
+			dirs[p.instDir(pt.Key)] = true
+			dirs[filepath.Join(p.instDir(pt.Key), "executions")] = true
+			if len(pt.History) > 0 {
+				files[p.historyPath(pt.Key, pt.Exec)] = true
+				dirs[p.execDir(pt.Key, pt.Exec)] = true
+			}
+			for _, s := range pt.States {
+				files[p.execStatePath(pt.Key, s.N)] = true
+				dirs[p.execDir(pt.Key, s.N)] = true
+			}
+			if pt.InstanceFile != nil {
+				files[p.instFilePath(pt.Key)] = true
+			}
+			refs(pt.Publish, pt.Delete)
+		}
+		return true
+	case kindGWAct:
+		refs(rec.Publish, rec.Delete)
+		return true
+	}
+	return false
+}

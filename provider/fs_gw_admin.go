@@ -1,0 +1,342 @@
+package provider
+
+// Workflow instances (see fs_gw.go): removal of finished executions (one,
+// or every one finished before a time, in atomic batches), stats, listings
+// and queue preparation.
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// PrepareWorkflowQueues creates the queue directories of workflow queues
+// (activity false) or activity queues (true), so fetches find them.
+func (p *FSProvider) PrepareWorkflowQueues(queues []string, activity bool) error {
+	for _, q := range queues {
+		dir := gwWorkflowQueue(q)
+		if activity {
+			dir = gwActivityQueue(q)
+		}
+		if _, err := p.gwQueue(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gwRemoveFrom adds the removal of execution execID to b (which must hold
+// it): its directory, its record, and its pending events.
+func (p *FSProvider) gwRemoveFrom(b *gwBuild, execID string) error {
+	ex := b.inf.exec(execID)
+	dir := gwWorkflowQueue(ex.Queue)
+	q, err := p.gwQueue(dir)
+	if err != nil {
+		return err
+	}
+	entries, err := q.ListAttr(b.key)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Attrs[attrExec] == execID {
+			b.part.Delete = append(b.part.Delete, queueRef{Queue: dir, Name: e.Name})
+		}
+	}
+	b.part.RemoveExecs = append(b.part.RemoveExecs, ex.N)
+	delete(b.states, ex.N)
+	var keep []gwExec
+	for _, e := range b.inf.GW.Executions {
+		if e.ID != execID {
+			keep = append(keep, e)
+		}
+	}
+	b.inf.GW.Executions = keep
+	b.changed = true
+	return nil
+}
+
+// RemoveWorkflow removes a finished execution - its history, its record and
+// its pending events - in one log record: ErrWorkflowNotFound if unknown,
+// ErrWorkflowNotFinished if active. The instance's last execution takes
+// instance.json with it (the directory, lock and lease stay, as for
+// orchestrations).
+func (p *FSProvider) RemoveWorkflow(ctx context.Context, ref WorkflowRef) error {
+	key := instanceKey(ref.InstanceID)
+	if ok, err := p.gwMayExist(key); err != nil || !ok {
+		if err == nil {
+			err = ErrWorkflowNotFound
+		}
+		return err
+	}
+	guards, unlock, err := p.gwLock(ctx, []string{key})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	b, err := p.newGWBuild(key, ref.InstanceID)
+	if err != nil {
+		return err
+	}
+	ex := b.inf.exec(ref.ExecutionID)
+	if ex == nil {
+		return ErrWorkflowNotFound
+	}
+	if ex.State == WorkflowActive {
+		return ErrWorkflowNotFinished
+	}
+	if err := p.gwRemoveFrom(b, ref.ExecutionID); err != nil {
+		return err
+	}
+	b.finish(guards[key].Now().UnixMilli(), 0)
+	return p.gwCommit(ctx, "remove", guards, []*gwBuild{b}, nil)
+}
+
+// gwScanned is an instance with workflow executions, from a directory scan.
+type gwScanned struct {
+	key string
+	f   *gwInstanceFile
+}
+
+// gwScan reads every instance.json that has workflow executions.
+func (p *FSProvider) gwScan() ([]gwScanned, error) {
+	keys, err := p.fs.ReadDirNames(filepath.Join(p.dir, "instances"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(keys)
+	var out []gwScanned
+	for _, k := range keys {
+		f, err := p.readGWInstance(k)
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				continue
+			}
+			return nil, err
+		}
+		if f != nil && f.GW != nil {
+			out = append(out, gwScanned{k, f})
+		}
+	}
+	return out, nil
+}
+
+// RemoveWorkflows removes every execution that finished (or continued as
+// new) before before, in atomic batches of up to batch executions (one log
+// record each). It returns how many it removed.
+func (p *FSProvider) RemoveWorkflows(ctx context.Context, before time.Time, batch int) (int, error) {
+	if batch <= 0 {
+		batch = 100
+	}
+	all, err := p.gwScan()
+	if err != nil {
+		return 0, err
+	}
+	type cand struct{ key, instance, exec string }
+	var cands []cand
+	for _, s := range all {
+		for _, e := range s.f.GW.Executions {
+			if e.State != WorkflowActive && e.CompletedNs != nil && *e.CompletedNs < before.UnixNano() {
+				cands = append(cands, cand{s.key, s.f.Instance, e.ID})
+			}
+		}
+	}
+	removed := 0
+	for i := 0; i < len(cands); i += batch {
+		chunk := cands[i:min(i+batch, len(cands))]
+		keys := make([]string, len(chunk))
+		for j, c := range chunk {
+			keys[j] = c.key
+		}
+		n, err := p.removeBatch(ctx, keys, func(key string, b *gwBuild) error {
+			for _, c := range chunk {
+				if c.key != key {
+					continue
+				}
+				if ex := b.inf.exec(c.exec); ex != nil && ex.State != WorkflowActive {
+					if err := p.gwRemoveFrom(b, c.exec); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// removeBatch locks keys, lets fill add removals to each instance's part,
+// and commits the parts that changed as one record.
+func (p *FSProvider) removeBatch(ctx context.Context, keys []string, fill func(key string, b *gwBuild) error) (int, error) {
+	guards, unlock, err := p.gwLock(ctx, keys)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	var builds []*gwBuild
+	n := 0
+	nowMs := p.nowMs()
+	for key := range guards {
+		b, err := p.newGWBuild(key, "")
+		if err != nil {
+			return 0, err
+		}
+		if b.inf == nil || b.inf.GW == nil {
+			continue
+		}
+		if err := fill(key, b); err != nil {
+			return 0, err
+		}
+		if b.changed {
+			n += len(b.part.RemoveExecs)
+			b.finish(nowMs, 0)
+			builds = append(builds, b)
+		}
+	}
+	if len(builds) == 0 {
+		return 0, nil
+	}
+	sort.Slice(builds, func(i, j int) bool { return builds[i].key < builds[j].key })
+	if err := p.gwCommit(ctx, "remove", guards, builds, nil); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// WorkflowExecutions lists every execution of every instance (a scan of the
+// instance files).
+func (p *FSProvider) WorkflowExecutions(ctx context.Context) ([]WorkflowExecution, error) {
+	all, err := p.gwScan()
+	if err != nil {
+		return nil, err
+	}
+	var out []WorkflowExecution
+	for _, s := range all {
+		for i := range s.f.GW.Executions {
+			out = append(out, s.f.GW.Executions[i].public(s.f.Instance))
+		}
+	}
+	return out, nil
+}
+
+// WorkflowStats counts active executions, workflow tasks ready to be
+// fetched per workflow queue (instances with a visible pending event of
+// their active execution, not locked) and activity tasks per activity queue
+// (locked or not).
+type WorkflowStats struct {
+	ActiveExecutions int64
+	ReadyTasks       map[string]int64
+	ActivityTasks    map[string]int64
+}
+
+// WorkflowStats returns the current counts.
+func (p *FSProvider) WorkflowStats(ctx context.Context) (WorkflowStats, error) {
+	st := WorkflowStats{ReadyTasks: map[string]int64{}, ActivityTasks: map[string]int64{}}
+	all, err := p.gwScan()
+	if err != nil {
+		return st, err
+	}
+	actives := map[string]string{} // key -> active execution id
+	for _, s := range all {
+		if a := s.f.active(); a != nil {
+			st.ActiveExecutions++
+			actives[s.key] = a.ID
+		}
+	}
+	nowMs := p.nowMs()
+	wdirs, err := p.gwQueueDirs(false)
+	if err != nil {
+		return st, err
+	}
+	for _, dir := range wdirs {
+		name, _, _ := gwQueueName(dir)
+		q, err := p.gwQueue(dir)
+		if err != nil {
+			return st, err
+		}
+		entries, err := q.ListVisible(nowMs)
+		if err != nil {
+			return st, err
+		}
+		ready := map[string]bool{}
+		for _, e := range entries {
+			key := e.Attrs[attrKey]
+			if ready[key] || actives[key] == "" || actives[key] != e.Attrs[attrExec] {
+				continue
+			}
+			l, ok, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
+			if err == nil && ok && l.HeldAt(nowMs) {
+				continue
+			}
+			ready[key] = true
+		}
+		if len(ready) > 0 {
+			st.ReadyTasks[name] = int64(len(ready))
+		}
+	}
+	adirs, err := p.gwQueueDirs(true)
+	if err != nil {
+		return st, err
+	}
+	for _, dir := range adirs {
+		name, _, _ := gwQueueName(dir)
+		q, err := p.gwQueue(dir)
+		if err != nil {
+			return st, err
+		}
+		entries, err := q.List()
+		if err != nil {
+			return st, err
+		}
+		if len(entries) > 0 {
+			st.ActivityTasks[name] = int64(len(entries))
+		}
+	}
+	return st, nil
+}
+
+// FutureWorkflowEvents returns every pending future event (timer) of every
+// workflow queue, fired or not.
+func (p *FSProvider) FutureWorkflowEvents(ctx context.Context) ([]WorkflowEvent, error) {
+	dirs, err := p.gwQueueDirs(false)
+	if err != nil {
+		return nil, err
+	}
+	var out []WorkflowEvent
+	for _, dir := range dirs {
+		q, err := p.gwQueue(dir)
+		if err != nil {
+			return nil, err
+		}
+		entries, err := q.List()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.Attrs[attrTimer] != "1" {
+				continue
+			}
+			m, err := q.Get(e.Name)
+			if err != nil {
+				continue
+			}
+			out = append(out, eventOfMessage(m))
+		}
+	}
+	return out, nil
+}
+
+// gwPruneSkips reports whether PruneExecutions must leave instance key
+// alone: it holds workflow executions, whose record (instance.json's "gw")
+// an orchestration prune would drop. They are removed with RemoveWorkflow
+// and RemoveWorkflows.
+func gwPruneSkips(p *FSProvider, key string) bool {
+	f, err := p.readGWInstance(key)
+	return err == nil && f != nil && f.GW != nil
+}

@@ -1,0 +1,768 @@
+package provider
+
+// Workflow instances and workflow tasks (see fs_gw.go): create-if-absent,
+// events to executions (signals, cancellations), state and history reads,
+// and the workflow task - fetch (a lease on the instance with the batch of
+// its visible pending events), extend, and complete (one log record).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/failpoint"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
+)
+
+// WorkflowTask is a fetched workflow task: the execution, locked by a lease
+// on its instance until completed, extended or expired, and its new events
+// (pending events visible at the fetch, oldest first).
+type WorkflowTask struct {
+	Token     string
+	Execution WorkflowExecution
+	NewEvents []WorkflowEvent
+}
+
+// WorkflowSend delivers events to an execution of any instance: an existing
+// active one (events to an execution that is gone or no longer active are
+// dropped: nothing would ever consume them), or with Start a new one.
+type WorkflowSend struct {
+	Target WorkflowRef
+	// Start creates Target's execution, Events being its first pending
+	// events, unless the instance has an active execution (or an execution
+	// with Target's id): then OnExists, if set, is delivered to the
+	// completing task's execution instead.
+	Start    *WorkflowStart
+	Events   []WorkflowEvent
+	OnExists *WorkflowEvent
+}
+
+// WorkflowTaskResult is what completing a workflow task commits.
+type WorkflowTaskResult struct {
+	// State is the execution's new state; Failed marks a finished one that
+	// ended in an error (durofs status "Failed" instead of "Completed").
+	State  WorkflowState
+	Failed bool
+	// Executed are appended to the history, in order (SequenceID set).
+	// Pending events of the task whose IDs are among them are consumed.
+	Executed []WorkflowEvent
+	// CanceledTimers are schedule event ids whose future events are removed.
+	CanceledTimers []int64
+	// Activities are scheduled (Queue "" is the execution's queue).
+	Activities []WorkflowActivity
+	// Timers are future events of this execution.
+	Timers []WorkflowEvent
+	// Sends deliver events to other executions, or create them.
+	Sends []WorkflowSend
+	// RemoveExecution removes the execution at once (with State
+	// ContinuedAsNew or Finished): its history and record are gone.
+	RemoveExecution bool
+	// Worker keeps the instance sticky to the completing worker for Sticky:
+	// only Worker fetches its next task meanwhile.
+	Worker string
+	Sticky time.Duration
+}
+
+// gwBuild accumulates one part of a "gw" record.
+type gwBuild struct {
+	key, instance string
+	inf           *gwInstanceFile // working copy; nil: no instance.json
+	changed       bool
+	states        map[uint64]bool
+	part          gwPart
+}
+
+func (p *FSProvider) newGWBuild(key, instance string) (*gwBuild, error) {
+	inf, err := p.readGWInstance(key)
+	if err != nil {
+		return nil, err
+	}
+	b := &gwBuild{key: key, instance: instance, states: map[uint64]bool{}, part: gwPart{Key: key, Instance: instance}}
+	if inf != nil {
+		b.inf = inf.clone()
+		if b.inf.Instance != "" {
+			b.instance, b.part.Instance = b.inf.Instance, b.inf.Instance
+		}
+	}
+	return b, nil
+}
+
+// taken reports whether a new execution id of the instance cannot be
+// created: it has an active execution, an execution with that id, or is an
+// orchestration instance.
+func (b *gwBuild) taken(execID string) bool {
+	if b.inf == nil {
+		return false
+	}
+	return b.inf.GW == nil || b.inf.active() != nil || b.inf.exec(execID) != nil
+}
+
+// newExec adds a new active execution.
+func (p *FSProvider) gwNewExec(b *gwBuild, ref WorkflowRef, s WorkflowStart, nowNs int64) (*gwExec, error) {
+	if b.inf == nil {
+		b.inf = &gwInstanceFile{instanceFile: instanceFile{Instance: ref.InstanceID}, GW: &gwInstance{Next: 1}}
+		// Directories left by earlier executions of a removed instance are
+		// never reused.
+		ids, err := p.listExecutions(b.key)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) > 0 {
+			b.inf.GW.Next = ids[len(ids)-1] + 1
+		}
+	}
+	q := s.Queue
+	if q == "" {
+		q = "default"
+	}
+	n := max(b.inf.GW.Next, 1)
+	b.inf.GW.Next = n + 1
+	b.inf.GW.Executions = append(b.inf.GW.Executions, gwExec{
+		ID: ref.ExecutionID, N: n, Queue: q, Name: s.Name, State: WorkflowActive, Parent: s.Parent,
+		Metadata: s.Metadata, CreatedNs: nowNs,
+	})
+	b.changed = true
+	b.states[n] = true
+	return &b.inf.GW.Executions[len(b.inf.GW.Executions)-1], nil
+}
+
+// finish completes the part's instance file and state files.
+func (b *gwBuild) finish(nowMs int64, fence uint64) {
+	if !b.changed || b.inf == nil {
+		return
+	}
+	if len(b.inf.GW.Executions) == 0 {
+		b.part.DeleteInstanceFile = true
+		return
+	}
+	b.inf.summarize(nowMs)
+	b.inf.LastFence = max(b.inf.LastFence, fence)
+	b.part.InstanceFile = b.inf
+	ns := make([]uint64, 0, len(b.states))
+	for n := range b.states {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	for _, n := range ns {
+		for i := range b.inf.GW.Executions {
+			if e := &b.inf.GW.Executions[i]; e.N == n {
+				b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(e)})
+			}
+		}
+	}
+}
+
+// stage stages an event message for execution ex of the build's instance
+// into the given part.
+func (p *FSProvider) gwStageEvent(into *gwPart, src string, instance string, ex *gwExec, ev WorkflowEvent, nowMs int64) error {
+	dir := gwWorkflowQueue(ex.Queue)
+	q, err := p.gwQueue(dir)
+	if err != nil {
+		return err
+	}
+	ref, err := p.gwStage(dir, p.gwEventMessage(q, instance, ex.ID, ev, nowMs, src))
+	if err != nil {
+		return err
+	}
+	into.Publish = append(into.Publish, ref)
+	return nil
+}
+
+// gwLock takes the flocks of keys in sorted order (so that two callers never
+// deadlock) and finishes their pending commits.
+func (p *FSProvider) gwLock(ctx context.Context, keys []string) (map[string]*lease.Guard, func(), error) {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	guards := map[string]*lease.Guard{}
+	unlock := func() {
+		for _, g := range guards {
+			g.Unlock()
+		}
+	}
+	for _, k := range keys {
+		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		if err != nil {
+			unlock()
+			return nil, nil, fmt.Errorf("lock instance: %w", err)
+		}
+		guards[k] = g
+		if err := p.redoPending(ctx, g, k); err != nil {
+			unlock()
+			return nil, nil, fmt.Errorf("recover pending commit: %w", err)
+		}
+	}
+	return guards, unlock, nil
+}
+
+// gwCommit commits a "gw" record of builds (marked in each part's lease) and
+// applies it; staged are unstaged if the commit fails.
+func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]*lease.Guard, builds []*gwBuild, staged []queueRef) error {
+	rec := &commitRecord{Kind: kindGW, CommittedMs: p.nowMs(), GW: &gwRecord{Op: op}}
+	gs := make([]*lease.Guard, 0, len(builds))
+	for _, b := range builds {
+		rec.GW.Parts = append(rec.GW.Parts, b.part)
+		gs = append(gs, guards[b.key])
+	}
+	failpoint.Hit("gw.before_commit")
+	if err := p.commitLocked(gs, rec); err != nil {
+		p.gwUnstage(staged)
+		return fmt.Errorf("commit: %w", err)
+	}
+	afterCommitPoint("gw")
+	failpoint.Hit("gw.after_commit")
+	// The first part (a task's own instance) goes last: its messages may
+	// name executions the other parts create (a signal activity for a
+	// sub-workflow started in the same task).
+	for i := len(rec.GW.Parts) - 1; i >= 0; i-- {
+		pt := &rec.GW.Parts[i]
+		if err := p.gwApplyPart(ctx, guards[pt.Key], rec.CommitID, pt, false); err != nil {
+			p.log.Warn("durofs: workflow commit committed, apply deferred to recovery", "op", op, "instance", pt.Instance, "err", err)
+			p.stats.applyDeferred.Add(1)
+		}
+		failpoint.Hit("gw.after_part")
+	}
+	p.notify()
+	return nil
+}
+
+// gwMayExist reports whether instance key may exist: it has an
+// instance.json, or at least a lease (a creation may be committed and not
+// yet applied; the caller locks it, which finishes that). Looking first
+// never creates the directory of an instance that does not exist.
+func (p *FSProvider) gwMayExist(key string) (bool, error) {
+	for _, path := range []string{p.instFilePath(key), p.leasePath(key)} {
+		if _, err := p.fs.Stat(path); err == nil {
+			return true, nil
+		} else if !vfs.IsNotExist(err) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// CreateWorkflow creates execution ref of an instance, with ev as its first
+// pending event, unless the instance has an active execution (or one with
+// ref's execution id, or is an orchestration instance): ErrWorkflowExists.
+// One log record.
+func (p *FSProvider) CreateWorkflow(ctx context.Context, ref WorkflowRef, s WorkflowStart, ev WorkflowEvent) error {
+	key := instanceKey(ref.InstanceID)
+	guards, unlock, err := p.gwLock(ctx, []string{key})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	b, err := p.newGWBuild(key, ref.InstanceID)
+	if err != nil {
+		return err
+	}
+	if b.taken(ref.ExecutionID) {
+		return ErrWorkflowExists
+	}
+	now := guards[key].Now()
+	ex, err := p.gwNewExec(b, ref, s, now.UnixNano())
+	if err != nil {
+		return err
+	}
+	if err := p.gwStageEvent(&b.part, key, ref.InstanceID, ex, ev, now.UnixMilli()); err != nil {
+		p.gwUnstage(b.part.Publish)
+		return err
+	}
+	b.finish(now.UnixMilli(), 0)
+	return p.gwCommit(ctx, "create", guards, []*gwBuild{b}, b.part.Publish)
+}
+
+// SendWorkflowEvent delivers ev to an execution of instance: the active
+// one if execID is "" (none: ErrWorkflowNotFound), else execution execID
+// (unknown: ErrWorkflowNotFound; known but no longer active: nothing is
+// delivered, nothing would consume it). One log record.
+func (p *FSProvider) SendWorkflowEvent(ctx context.Context, instance, execID string, ev WorkflowEvent) error {
+	key := instanceKey(instance)
+	if ok, err := p.gwMayExist(key); err != nil || !ok {
+		if err == nil {
+			err = ErrWorkflowNotFound
+		}
+		return err
+	}
+	guards, unlock, err := p.gwLock(ctx, []string{key})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	b, err := p.newGWBuild(key, instance)
+	if err != nil {
+		return err
+	}
+	if b.inf == nil || b.inf.GW == nil {
+		return ErrWorkflowNotFound
+	}
+	var ex *gwExec
+	if execID == "" {
+		if ex = b.inf.active(); ex == nil {
+			return ErrWorkflowNotFound
+		}
+	} else if ex = b.inf.exec(execID); ex == nil {
+		return ErrWorkflowNotFound
+	} else if ex.State != WorkflowActive {
+		return nil
+	}
+	if err := p.gwStageEvent(&b.part, key, b.instance, ex, ev, guards[key].Now().UnixMilli()); err != nil {
+		p.gwUnstage(b.part.Publish)
+		return err
+	}
+	return p.gwCommit(ctx, "send", guards, []*gwBuild{b}, b.part.Publish)
+}
+
+// WorkflowExecutionInfo returns one execution (ErrWorkflowNotFound if
+// unknown).
+func (p *FSProvider) WorkflowExecutionInfo(ctx context.Context, ref WorkflowRef) (WorkflowExecution, error) {
+	inf, err := p.readGWInstance(instanceKey(ref.InstanceID))
+	if err != nil {
+		return WorkflowExecution{}, err
+	}
+	ex := inf.exec(ref.ExecutionID)
+	if ex == nil {
+		return WorkflowExecution{}, ErrWorkflowNotFound
+	}
+	return ex.public(inf.Instance), nil
+}
+
+// WorkflowHistory returns an execution's executed events, those with a
+// sequence id after *after if after is set (ErrWorkflowNotFound if unknown).
+func (p *FSProvider) WorkflowHistory(ctx context.Context, ref WorkflowRef, after *int64) ([]WorkflowEvent, error) {
+	key := instanceKey(ref.InstanceID)
+	inf, err := p.readGWInstance(key)
+	if err != nil {
+		return nil, err
+	}
+	ex := inf.exec(ref.ExecutionID)
+	if ex == nil {
+		return nil, ErrWorkflowNotFound
+	}
+	return p.gwReadHistory(key, ex.N, after)
+}
+
+// FetchWorkflowTask locks the instance of the oldest visible pending event
+// in queues whose active execution it belongs to (and that is not locked,
+// nor sticky to another worker), for lockFor, and returns its visible
+// pending events as a task. It long-polls up to pollTimeout (or until ctx
+// ends); (nil, nil) means no task.
+func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor, pollTimeout time.Duration) (*WorkflowTask, error) {
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		ch := p.notifyChan()
+		t, err := p.tryFetchWorkflowTask(ctx, queues, worker, lockFor)
+		if t != nil || err != nil {
+			return t, err
+		}
+		if !p.waitForWork(ctx, ch, deadline) {
+			return nil, nil
+		}
+	}
+}
+
+func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor time.Duration) (*WorkflowTask, error) {
+	type cand struct{ name, key, dir string }
+	var cands []cand
+	now := p.nowMs()
+	for _, qn := range queues {
+		dir := gwWorkflowQueue(qn)
+		q, err := p.gwQueue(dir)
+		if err != nil {
+			return nil, err
+		}
+		entries, err := q.ListVisible(now)
+		if err != nil {
+			return nil, fmt.Errorf("durofs: list workflow queue %q: %w", qn, err)
+		}
+		for _, e := range entries {
+			cands = append(cands, cand{e.Name, e.Attrs[attrKey], dir})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].name < cands[j].name })
+	tried := map[string]bool{}
+	var busy []cand
+	for _, c := range cands {
+		if c.key == "" || tried[c.key+"/"+c.dir] {
+			continue
+		}
+		tried[c.key+"/"+c.dir] = true
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		g, ok, err := p.leases.TryLock(p.lockPath(c.key), p.leasePath(c.key))
+		if err != nil {
+			if unusableInstance(err) {
+				p.warnUnusable(c.key, c.key, err)
+				continue
+			}
+			return nil, fmt.Errorf("durofs: lock instance: %w", err)
+		}
+		if !ok {
+			busy = append(busy, c)
+			continue
+		}
+		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, worker, lockFor)
+		g.Unlock()
+		if t != nil || err != nil {
+			return t, err
+		}
+	}
+	deadline := time.Now().Add(busyWait)
+	for _, c := range busy {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		g, err := p.leases.Lock(wctx, p.lockPath(c.key), p.leasePath(c.key))
+		cancel()
+		if err != nil {
+			continue
+		}
+		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, worker, lockFor)
+		g.Unlock()
+		if t != nil || err != nil {
+			return t, err
+		}
+	}
+	return nil, nil
+}
+
+// gwFetchLocked runs under the instance flock: everything that can fail is
+// read before the lease is written.
+func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir, worker string, lockFor time.Duration) (*WorkflowTask, error) {
+	if err := p.redoPending(ctx, g, key); err != nil {
+		return nil, fmt.Errorf("durofs: recover pending commit: %w", err)
+	}
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return nil, fmt.Errorf("durofs: read lease: %w", err)
+	}
+	nowMs := g.Now().UnixMilli()
+	if cur.HeldAt(nowMs) {
+		return nil, nil
+	}
+	if cur.Token == "" && cur.Owner != "" && cur.Owner != worker && cur.ExpiresAtMs > nowMs {
+		return nil, nil // sticky to another worker
+	}
+	inf, err := p.readGWInstance(key)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			p.warnUnusable(key, key, err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	q, err := p.gwQueue(dir)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := q.ListAttr(key)
+	if err != nil {
+		return nil, err
+	}
+	act := inf.active()
+	var batch []string
+	for _, e := range entries {
+		if act == nil || e.Attrs[attrExec] != act.ID {
+			// For an execution that is gone or no longer active: nothing
+			// will ever consume it. (Every message of an execution is
+			// published with or after the execution's record.)
+			if err := q.Delete(e.Name); err != nil {
+				p.log.Warn("durofs: delete stale workflow event", "queue", dir, "message", e.Name, "err", err)
+			}
+			continue
+		}
+		if e.VisibleAtMs <= nowMs {
+			batch = append(batch, e.Name)
+		}
+	}
+	if len(batch) == 0 || gwWorkflowQueue(act.Queue) != dir {
+		return nil, nil
+	}
+	t := &WorkflowTask{Execution: act.public(inf.Instance)}
+	kept := batch[:0:0]
+	for _, name := range batch {
+		m, err := q.Get(name)
+		if err != nil {
+			if errors.Is(err, fsqueue.ErrNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		kept = append(kept, name)
+		t.NewEvents = append(t.NewEvents, eventOfMessage(m))
+	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	st := decodeOrchState(cur)
+	st.Batch = kept
+	next := lease.Lease{
+		Token: uuid.NewString(), Owner: worker, Fence: max(cur.Fence, inf.LastFence) + 1,
+		AcquiredAtMs: nowMs, ExpiresAtMs: nowMs + lockFor.Milliseconds(), Data: st.encode(),
+	}
+	if err := g.Write(next); err != nil {
+		return nil, fmt.Errorf("durofs: write lease: %w", err)
+	}
+	t.Token = orchToken(key, next.Token)
+	return t, nil
+}
+
+// ExtendWorkflowTask extends a task's lock to now+lockFor (ErrWorkflowTaskLost
+// if its token no longer holds the instance).
+func (p *FSProvider) ExtendWorkflowTask(ctx context.Context, token string, lockFor time.Duration) error {
+	key, lt, ok := parseOrchToken(token)
+	if !ok {
+		return ErrWorkflowTaskLost
+	}
+	guards, unlock, err := p.gwLock(ctx, []string{key})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	g := guards[key]
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return err
+	}
+	if cur.Token == "" || cur.Token != lt {
+		return ErrWorkflowTaskLost
+	}
+	cur.ExpiresAtMs = g.Now().UnixMilli() + lockFor.Milliseconds()
+	return g.Write(cur)
+}
+
+// CompleteWorkflowTask commits a task's result in ONE log record: the
+// executed events appended to the history, the execution's new state,
+// consumed and cancelled pending events deleted (all of the execution's if
+// it is no longer active), activity tasks, timers and events to other
+// executions published, new executions (sub-workflows, continue-as-new)
+// created, and the lease released (sticky to res.Worker for res.Sticky).
+// Every instance whose files change is a part of the record, marked in its
+// lease; the flocks of every instance involved are taken in sorted order.
+// A token that no longer holds the instance fails with ErrWorkflowTaskLost,
+// writing nothing.
+func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTask, res WorkflowTaskResult) error {
+	key, lt, ok := parseOrchToken(task.Token)
+	if !ok {
+		return ErrWorkflowTaskLost
+	}
+	keys := []string{key}
+	for _, s := range res.Sends {
+		tk := instanceKey(s.Target.InstanceID)
+		if tk == key {
+			continue
+		}
+		if s.Start == nil {
+			if ok, err := p.gwMayExist(tk); err != nil {
+				return err
+			} else if !ok {
+				continue // no such instance: its events are dropped
+			}
+		}
+		keys = append(keys, tk)
+	}
+	guards, unlock, err := p.gwLock(ctx, keys)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	g := guards[key]
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return err
+	}
+	if cur.Token == "" || cur.Token != lt {
+		return ErrWorkflowTaskLost
+	}
+	own, err := p.newGWBuild(key, task.Execution.InstanceID)
+	if err != nil {
+		return err
+	}
+	ex := own.inf.exec(task.Execution.ExecutionID)
+	if ex == nil || ex.State != WorkflowActive {
+		return ErrWorkflowTaskLost
+	}
+	now := g.Now()
+	nowMs, nowNs := now.UnixMilli(), now.UnixNano()
+	instance := own.instance
+	n := ex.N
+	ownDir := gwWorkflowQueue(ex.Queue)
+	ownQ, err := p.gwQueue(ownDir)
+	if err != nil {
+		return err
+	}
+	pt := &own.part
+	var staged []queueRef
+	fail := func(err error) error {
+		p.gwUnstage(staged)
+		return err
+	}
+
+	// History and the execution's record.
+	pt.Exec, pt.Fence, pt.HistoryBase = n, cur.Fence, ex.Events
+	for _, ev := range res.Executed {
+		raw, err := gwHistoryPayload(instance, n, ev)
+		if err != nil {
+			return err
+		}
+		pt.History = append(pt.History, raw)
+		pt.HistoryIDs = append(pt.HistoryIDs, gwRecordID(ev.SequenceID))
+	}
+	ex.Events += len(res.Executed)
+	if len(res.Executed) > 0 {
+		ex.LastSeq = res.Executed[len(res.Executed)-1].SequenceID
+	}
+	ex.State, ex.Failed = res.State, res.Failed
+	if res.State != WorkflowActive {
+		c := nowNs
+		ex.CompletedNs = &c
+	}
+	own.changed, own.states[n] = true, true
+	active := res.State == WorkflowActive
+	self := *ex // ex points into own.inf, which later appends may move
+
+	// Consumed, cancelled and stale pending events.
+	entries, err := ownQ.ListAttr(key)
+	if err != nil {
+		return err
+	}
+	executed := map[string]bool{}
+	for _, ev := range res.Executed {
+		executed[ev.ID] = true
+	}
+	canceled := map[string]bool{}
+	for _, id := range res.CanceledTimers {
+		canceled[fmt.Sprint(id)] = true
+	}
+	batch := map[string]bool{}
+	for _, name := range decodeOrchState(cur).Batch {
+		batch[name] = true
+	}
+	for _, e := range entries {
+		if e.Attrs[attrExec] != self.ID {
+			continue
+		}
+		drop := !active ||
+			(batch[e.Name] && executed[e.Attrs[attrEventID]]) ||
+			(e.Attrs[attrTimer] == "1" && canceled[e.Attrs[attrSchedule]])
+		if drop {
+			pt.Delete = append(pt.Delete, queueRef{Queue: ownDir, Name: e.Name})
+		}
+	}
+
+	// Activities and timers.
+	for _, a := range res.Activities {
+		aq := a.Queue
+		if aq == "" {
+			aq = self.Queue
+		}
+		dir := gwActivityQueue(aq)
+		q, err := p.gwQueue(dir)
+		if err != nil {
+			return fail(err)
+		}
+		ref, err := p.gwStage(dir, p.gwActivityMessage(q, instance, self.ID, ownDir, a, nowMs, key))
+		if err != nil {
+			return fail(err)
+		}
+		staged = append(staged, ref)
+		pt.Publish = append(pt.Publish, ref)
+	}
+	if active {
+		for _, t := range res.Timers {
+			if err := p.gwStageEvent(pt, key, instance, &self, t, nowMs); err != nil {
+				return fail(err)
+			}
+			staged = append(staged, pt.Publish[len(pt.Publish)-1])
+		}
+	}
+
+	// Events to other executions, and new executions.
+	builds := map[string]*gwBuild{key: own}
+	order := []*gwBuild{own}
+	for _, s := range res.Sends {
+		tk := instanceKey(s.Target.InstanceID)
+		tb := builds[tk]
+		if tb == nil {
+			if guards[tk] == nil {
+				continue // the instance does not exist
+			}
+			if tb, err = p.newGWBuild(tk, s.Target.InstanceID); err != nil {
+				return fail(err)
+			}
+			builds[tk] = tb
+			order = append(order, tb)
+		}
+		if s.Start != nil {
+			if tb.taken(s.Target.ExecutionID) {
+				if s.OnExists != nil && active {
+					if err := p.gwStageEvent(pt, key, instance, &self, *s.OnExists, nowMs); err != nil {
+						return fail(err)
+					}
+					staged = append(staged, pt.Publish[len(pt.Publish)-1])
+				}
+				continue
+			}
+			nx, err := p.gwNewExec(tb, s.Target, *s.Start, nowNs)
+			if err != nil {
+				return fail(err)
+			}
+			target := *nx
+			for _, ev := range s.Events {
+				if err := p.gwStageEvent(&tb.part, tk, s.Target.InstanceID, &target, ev, nowMs); err != nil {
+					return fail(err)
+				}
+				staged = append(staged, tb.part.Publish[len(tb.part.Publish)-1])
+			}
+			continue
+		}
+		if tb.inf == nil {
+			continue
+		}
+		tx := tb.inf.exec(s.Target.ExecutionID)
+		if tx == nil || tx.State != WorkflowActive {
+			continue // gone or no longer active: nothing would consume it
+		}
+		target := *tx
+		for _, ev := range s.Events {
+			// Published by this instance's part: the target instance's
+			// files do not change.
+			if err := p.gwStageEvent(pt, key, s.Target.InstanceID, &target, ev, nowMs); err != nil {
+				return fail(err)
+			}
+			staged = append(staged, pt.Publish[len(pt.Publish)-1])
+		}
+	}
+
+	if res.RemoveExecution && !active {
+		pt.History, pt.HistoryIDs = nil, nil
+		pt.RemoveExecs = append(pt.RemoveExecs, n)
+		own.inf.GW.Executions = slices.DeleteFunc(own.inf.GW.Executions, func(e gwExec) bool { return e.ID == self.ID })
+		delete(own.states, n)
+	}
+
+	// The lease: released, sticky to the worker.
+	pt.LeaseToken = lt
+	if res.Sticky > 0 && res.Worker != "" {
+		pt.Sticky, pt.StickyUntilMs = res.Worker, nowMs+res.Sticky.Milliseconds()
+	}
+	var parts []*gwBuild
+	for _, b := range order {
+		if b != own && !b.changed {
+			continue
+		}
+		b.finish(nowMs, cur.Fence)
+		parts = append(parts, b)
+	}
+	return p.gwCommit(ctx, "complete", guards, parts, staged)
+}
