@@ -474,6 +474,13 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		var err error
 		if replay {
 			err = h.RewriteAt(rec.HistoryBase, recs)
+			if _, serr := p.fs.Stat(h.Path()); errors.Is(err, history.ErrConflict) && vfs.IsNotExist(serr) {
+				// Shorter than the base because it is gone: a later
+				// record's prune or deletion removed the execution and
+				// that reached the disk before a checkpoint did. That
+				// record is replayed after this one.
+				err = nil
+			}
 		} else {
 			_, err = h.AppendAt(rec.HistoryBase, recs)
 		}
