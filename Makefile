@@ -63,7 +63,9 @@ crashtest-long:
 	$(GO) run ./scripts/crashtest/chaos --duration 15m --kills 5000 --zombies 20
 
 ## crashpoints: SIGKILL a process at every named failpoint of the commit,
-## redo, lease and enqueue paths (built with -tags crashtest), recover, check.
+## redo, replay, checkpoint, lease and enqueue paths (built with -tags
+## crashtest), in both durability modes; recover alone (replay) and beside a
+## live process (no replay), check, finish the script, check again.
 crashpoints:
 	$(GO) test -count=1 -v -run TestCrashPointSweep ./scripts/crashtest/ | grep -Ev '^=== (RUN|PAUSE|CONT)'
 

@@ -481,6 +481,17 @@ func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error 
 	return nil
 }
 
+// Checkpoint runs one checkpoint now (the background loop runs one every
+// Options.CheckpointInterval): it finishes every logged commit still marked
+// pending, fsyncs what the records since the last checkpoint touched
+// (Durable mode) and advances the checkpoint, removing log segments wholly
+// below it. It returns nil without doing anything if another process is
+// checkpointing; a record whose flock stays busy for checkpointTimeout ends
+// the checkpoint before it.
+func (p *FSProvider) Checkpoint(ctx context.Context) error {
+	return p.checkpointOnce(ctx, true, false)
+}
+
 // ensureApplied makes sure a record's apply finished: a lease (or claim)
 // still marking it is redone under its flock. done is false if a flock could
 // not be had within checkpointTimeout (its holder is slow or stopped).

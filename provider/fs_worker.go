@@ -306,6 +306,7 @@ func (p *FSProvider) commitWorkAck(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *
 		_ = g.Write(held)
 		return err
 	}
+	failpoint.Hit("workack.after_append")
 	return p.wal.Sync(context.Background(), end)
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/durofs/durofs/internal/crashcheck/script"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/provider"
+	"github.com/durofs/durofs/wal"
 )
 
 // The crash-point sweep. See the package comment.
@@ -41,21 +42,48 @@ const (
 	// a crash, so the killed process's leases and claims have expired.
 	remainderSkew = time.Hour
 	runTimeout    = 60 * time.Second
+	// segmentSize is the write-ahead log segment size of every process of a
+	// sweep: small, so that records span several segments, appends roll to
+	// new ones and checkpoints remove old ones.
+	segmentSize = 4096
+	// garbageAge is how far back the temporary and staged files of a crash
+	// image are dated before recovery, so that recovery's sweep (which
+	// leaves young ones to their writers) removes them.
+	garbageAge = 2 * time.Hour
 )
 
-// seeds are crash points that leave a committed but unapplied operation
-// behind; the sweep also crashes the recovery of each at every failpoint.
+// Recovery flavors: how a crash image is recovered and checked.
+const (
+	// flavorReplay recovers alone: Open finds no other process and replays
+	// the log from the checkpoint, rewriting every byte (what happens when
+	// the last process of a directory died, or after a power loss).
+	flavorReplay = "replay"
+	// flavorShared recovers while another process holds the log open (the
+	// test process, through a bare wal.Open): no replay; Open's recovery
+	// pass (checkpoint visit of logged records, acked claims, aged staged
+	// files) and the next flock holders finish what the pending marks show
+	// (what happens when one of several processes dies).
+	flavorShared = "shared"
+)
+
+var flavors = []string{flavorReplay, flavorShared}
+
+// seeds are crash points that leave an operation behind that recovery must
+// finish or undo; the sweep also crashes the recovery of each, in each
+// flavor, at every failpoint it reaches.
 var seeds = []struct {
 	name string
 	step int
 }{
-	{"ack.after_commit_record", 2},      // publishes to both queues, consumes the start
-	{"ack.after_commit_record", 5},      // deletes three messages and a queued cancelled activity
-	{"workack.after_claim_commit", 4},   // completion staged, claim acked
-	{"prune.after_record", 14},          // two executions to remove
-	{"delete.after_intents_sync", 19},   // intents without a group: aborted
-	{"delete.after_group_record", 19},   // committed, nothing applied
-	{"delete.after_intent_applied", 19}, // committed, one of two instances applied
+	{"commit.after_mark", 2},            // lease marked, no record, staged messages: a commit that never happened
+	{"commit.after_append", 2},          // record appended, not yet synced
+	{"ack.after_commit", 2},             // publishes to both queues, consumes the start
+	{"ack.after_commit", 5},             // deletes three messages and a queued cancelled activity
+	{"workack.after_mark", 4},           // claim marked acked, no record
+	{"workack.after_commit", 4},         // completion staged, claim acked, record logged
+	{"prune.after_commit", 15},          // two executions to remove
+	{"delete.after_commit", 20},         // committed, nothing applied
+	{"delete.after_member_applied", 20}, // committed, one of two instances applied
 }
 
 func TestCrashPointSweep(t *testing.T) {
@@ -71,35 +99,57 @@ func TestCrashPointSweep(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags crashtest: %v\n%s", err, out)
 	}
-	// Both commit modes: each has failpoints only it reaches, and every
-	// failpoint must be swept in at least one of them.
+	// Both durability modes: they share the commit path but not the
+	// checkpoint's fsyncs, and every failpoint must be swept in at least one.
 	swept := map[string]bool{}
-	for _, mode := range []provider.CommitSync{provider.CommitPerFile, provider.CommitBarrier} {
-		t.Run(mode.String(), func(t *testing.T) {
-			for name := range sweepMode(t, bin, mode) {
+	modes := sweepModes(t)
+	for _, d := range modes {
+		t.Run(d.String(), func(t *testing.T) {
+			for name := range sweepMode(t, bin, d) {
 				swept[name] = true
 			}
 		})
 	}
-	if t.Failed() {
-		return
+	if t.Failed() || len(modes) < 2 {
+		return // a partial sweep need not reach every failpoint
 	}
-	static := providerFailpoints(t)
+	static := staticFailpoints(t)
 	for _, name := range static {
 		if !swept[name] {
-			t.Errorf("failpoint %q is in the provider but was never swept: make the crash script or a seed reach it", name)
+			t.Errorf("failpoint %q is in the source but was never swept: make the crash script or a seed reach it", name)
 		}
 	}
 	for name := range swept {
 		if !slices.Contains(static, name) {
-			t.Errorf("failpoint %q was hit but is not a failpoint.Hit literal in provider/*.go", name)
+			t.Errorf("failpoint %q was hit but is not a failpoint.Hit literal in provider/*.go or wal/*.go", name)
 		}
 	}
 }
 
-// sweepMode runs the crash-point sweep with the given commit mode and
-// returns the failpoints it swept.
-func sweepMode(t *testing.T, bin string, mode provider.CommitSync) map[string]bool {
+// sweepModes returns the durability modes to sweep: both, or the one
+// DUROFS_SWEEP_MODE names ("durable" or "process-crash-safe";
+// DUROFS_SWEEP_NOSYNC=1 is short for the latter).
+func sweepModes(t *testing.T) []provider.Durability {
+	all := []provider.Durability{provider.Durable, provider.ProcessCrashSafe}
+	want := os.Getenv("DUROFS_SWEEP_MODE")
+	if os.Getenv("DUROFS_SWEEP_NOSYNC") == "1" {
+		want = provider.ProcessCrashSafe.String()
+	}
+	if want == "" {
+		return all
+	}
+	for _, d := range all {
+		if d.String() == want {
+			return []provider.Durability{d}
+		}
+	}
+	t.Fatalf("DUROFS_SWEEP_MODE=%q: want durable or process-crash-safe", want)
+	return nil
+}
+
+// sweepMode runs the crash-point sweep in one durability mode and returns
+// the failpoints it swept.
+func sweepMode(t *testing.T, bin string, mode provider.Durability) map[string]bool {
 	start := time.Now()
 	work := t.TempDir()
 	s := &sweep{t: t, bin: bin, work: work, mode: mode}
@@ -121,12 +171,15 @@ func sweepMode(t *testing.T, bin string, mode provider.CommitSync) map[string]bo
 	var cases []*sweepCase
 	for _, name := range sortedKeys(hits) {
 		for _, nth := range nths(len(hits[name]), allNth) {
-			cases = append(cases, &sweepCase{point: name, nth: nth, step: hits[name][nth-1]})
+			for _, fl := range s.flavorsFor(len(cases)) {
+				cases = append(cases, &sweepCase{point: name, nth: nth, step: hits[name][nth-1], flavor: fl})
+			}
 		}
 	}
 	s.runAll(cases, s.crashScript)
 
-	// Recovery sweep: crash the recovery of committed, unapplied operations.
+	// Recovery sweep: crash the recovery of what the seeds left behind, in
+	// each flavor.
 	var rcases []*sweepCase
 	recoveryHits := map[string]bool{}
 	for _, sd := range seeds {
@@ -139,20 +192,29 @@ func sweepMode(t *testing.T, bin string, mode provider.CommitSync) map[string]bo
 		if !s.crashRun(c, seedDir) {
 			t.Fatalf("seed %s:%d: %s", sd.name, nth, c.violation)
 		}
-		rlist := filepath.Join(work, fmt.Sprintf("rlist-%s-%d", sd.name, nth))
-		dir := filepath.Join(work, fmt.Sprintf("rdiscover-%s-%d", sd.name, nth))
-		if err := copyTree(seedDir, dir); err != nil {
+		if err := ageGarbage(seedDir, garbageAge); err != nil {
 			t.Fatal(err)
 		}
-		if out, status := s.run(dir, []string{envList + "=" + rlist}, "-recover"); status != "exit 0" {
-			t.Fatalf("recovery of seed %s:%d: %s\n%s", sd.name, nth, status, out)
-		}
-		rh := parseList(t, rlist)
-		for _, name := range sortedKeys(rh) {
-			recoveryHits[name] = true
-			for _, rnth := range nths(len(rh[name]), allNth) {
-				rcases = append(rcases, &sweepCase{point: name, nth: rnth, step: sd.step, seed: seedDir,
-					seedLabel: fmt.Sprintf("%s:%d", sd.name, nth)})
+		for _, fl := range s.flavorsFor(len(rcases)) {
+			rlist := filepath.Join(work, fmt.Sprintf("rlist-%s-%d-%s", sd.name, nth, fl))
+			dir := filepath.Join(work, fmt.Sprintf("rdiscover-%s-%d-%s", sd.name, nth, fl))
+			if err := copyTree(seedDir, dir); err != nil {
+				t.Fatal(err)
+			}
+			out, status, err := s.runFlavor(fl, dir, []string{envList + "=" + rlist}, "-recover")
+			if err != nil || status != "exit 0" {
+				t.Fatalf("%s recovery of seed %s:%d: %s %v\n%s", fl, sd.name, nth, status, err, out)
+			}
+			if _, err := os.Stat(rlist); errors.Is(err, fs.ErrNotExist) {
+				continue // nothing to recover in this flavor: no failpoint hit
+			}
+			rh := parseList(t, rlist)
+			for _, name := range sortedKeys(rh) {
+				recoveryHits[name] = true
+				for _, rnth := range nths(len(rh[name]), allNth) {
+					rcases = append(rcases, &sweepCase{point: name, nth: rnth, step: sd.step, seed: seedDir, flavor: fl,
+						seedLabel: fmt.Sprintf("%s:%d", sd.name, nth)})
+				}
 			}
 		}
 	}
@@ -169,9 +231,9 @@ func sweepMode(t *testing.T, bin string, mode provider.CommitSync) map[string]bo
 		if c.violation != "" {
 			res = "VIOLATION: " + c.violation
 		}
-		fmt.Fprintf(&b, "%-66s %3d %4d  %-11s %-34s %s\n", point, c.nth, c.step, c.outcome, c.garbage, res)
+		fmt.Fprintf(&b, "%-64s %3d %4d  %-7s %-11s %-58s %s\n", point, c.nth, c.step, c.flavor, c.outcome, c.garbage, res)
 	}
-	fmt.Fprintf(&b, "%-66s %3s %4s  %-11s %-34s %s\n", "point", "nth", "step", "in-flight", "garbage after recovery", "result")
+	fmt.Fprintf(&b, "%-64s %3s %4s  %-7s %-11s %-58s %s\n", "point", "nth", "step", "flavor", "in-flight", "garbage after recovery", "result")
 	bad := 0
 	for _, c := range append(slices.Clone(cases), rcases...) {
 		tw(c)
@@ -179,14 +241,14 @@ func sweepMode(t *testing.T, bin string, mode provider.CommitSync) map[string]bo
 			bad++
 		}
 	}
-	t.Logf("crash-point sweep: %d script steps, %d failpoints reached by the script, %d by recovery\n%s",
-		script.Len(), len(hits), len(recoveryHits), b.String())
+	t.Logf("crash-point sweep (%s): %d script steps, %d failpoints reached by the script, %d by recovery\n%s",
+		mode, script.Len(), len(hits), len(recoveryHits), b.String())
 	outcomes := map[string]int{}
 	for _, c := range append(slices.Clone(cases), rcases...) {
 		outcomes[c.outcome]++
 	}
-	t.Logf("crash-point sweep: %d crash runs (%d in the script, %d in recovery), in-flight operation: %d applied, %d not applied, %d without durable effect; %d violations, %v",
-		len(cases)+len(rcases), len(cases), len(rcases), outcomes["applied"], outcomes["not applied"], outcomes["no change"], bad, time.Since(start).Round(time.Millisecond))
+	t.Logf("crash-point sweep (%s): %d crash runs (%d in the script, %d in recovery), in-flight operation: %d applied, %d not applied, %d without durable effect; %d violations, %v",
+		mode, len(cases)+len(rcases), len(cases), len(rcases), outcomes["applied"], outcomes["not applied"], outcomes["no change"], bad, time.Since(start).Round(time.Millisecond))
 	if bad > 0 {
 		t.Errorf("%d of %d crash runs violated an invariant (table above)", bad, len(cases)+len(rcases))
 	}
@@ -197,13 +259,24 @@ func sweepMode(t *testing.T, bin string, mode provider.CommitSync) map[string]bo
 	return swept
 }
 
+// flavorsFor returns the recovery flavors of the i-th case. A durable sweep
+// recovers every crash both ways. A process-crash-safe sweep runs the same
+// code but for the fsyncs it skips, so each of its cases is recovered one
+// way, alternating: half the runs for the same coverage of failpoints.
+func (s *sweep) flavorsFor(i int) []string {
+	if s.mode == provider.Durable || os.Getenv("DUROFS_SWEEP_ALL_FLAVORS") == "1" {
+		return flavors
+	}
+	return flavors[i%len(flavors) : i%len(flavors)+1]
+}
+
 // sweep holds what every crash run shares.
 type sweep struct {
 	t    *testing.T
 	bin  string
 	work string
 	ref  []*crashcheck.Snapshot // ref[i] = state after step i (ref[0]: after open)
-	mode provider.CommitSync
+	mode provider.Durability
 	mu   sync.Mutex
 	n    int
 }
@@ -211,6 +284,7 @@ type sweep struct {
 // sweepCase is one crash run and its verdict.
 type sweepCase struct {
 	point, seed, seedLabel string
+	flavor                 string // flavorReplay or flavorShared: how the crash is recovered
 	nth, step              int
 	outcome                string // "applied", "not applied", "no change"
 	garbage                string
@@ -248,7 +322,9 @@ func (s *sweep) newDir(prefix string) string {
 func (s *sweep) runAll(cases []*sweepCase, fn func(c *sweepCase, dir string, remainder bool)) {
 	ch := make(chan *sweepCase)
 	var wg sync.WaitGroup
-	for range max(2, min(4, runtime.GOMAXPROCS(0))) {
+	// Runs mostly wait for the disk (fsyncs) and for their child process:
+	// more runners than CPUs.
+	for range max(4, runtime.GOMAXPROCS(0)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -269,12 +345,12 @@ func (s *sweep) runAll(cases []*sweepCase, fn func(c *sweepCase, dir string, rem
 func (s *sweep) run(dir string, env []string, args ...string) (string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	args = append([]string{"-dir", dir}, args...)
-	if os.Getenv("DUROFS_SWEEP_NOSYNC") == "1" {
+	args = append([]string{"-dir", dir, "-segment-size", strconv.Itoa(segmentSize)}, args...)
+	if s.mode == provider.ProcessCrashSafe {
 		args = append(args, "-nosync")
 	}
 	cmd := exec.CommandContext(ctx, s.bin, args...)
-	cmd.Env = append(os.Environ(), envFailpoint+"=", envList+"=", "DUROFS_COMMIT_SYNC="+s.mode.String())
+	cmd.Env = append(os.Environ(), envFailpoint+"=", envList+"=")
 	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -299,6 +375,34 @@ func (s *sweep) run(dir string, env []string, args ...string) (string, string) {
 	}
 }
 
+// runFlavor is run with flavor's setup: with flavorShared, this process
+// holds dir's log open meanwhile, so the worker does not have it alone.
+func (s *sweep) runFlavor(flavor, dir string, env []string, args ...string) (out, status string, err error) {
+	if flavor == flavorShared {
+		release, err := holdLog(dir)
+		if err != nil {
+			return "", "", err
+		}
+		defer release()
+	}
+	out, status = s.run(dir, env, args...)
+	return out, status, nil
+}
+
+// holdLog registers this process in dir's write-ahead log, as another
+// process using the directory would be, until release is called: a
+// provider that opens dir meanwhile does not replay the log.
+func holdLog(dir string) (release func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := wal.Open(ctx, vfs.OS{}, filepath.Join(dir, "wal"), wal.Options{SegmentSize: segmentSize})
+	if err != nil {
+		return nil, fmt.Errorf("hold the log of %s: %w", dir, err)
+	}
+	l.Ready()
+	return func() { _ = l.Close() }, nil
+}
+
 // crashScript runs the script on a fresh dir until c's failpoint kills it,
 // recovers, checks, and (if remainder) finishes the script and checks again.
 func (s *sweep) crashScript(c *sweepCase, dir string, remainder bool) {
@@ -316,6 +420,14 @@ func (s *sweep) crashRun(c *sweepCase, dir string) bool {
 		c.fail("worker was not killed at the failpoint (%s): %s", status, lastLine(out))
 		return false
 	}
+	if c.step == 0 {
+		// A failpoint of the first Open of the empty directory.
+		if strings.Contains(out, "ok open") {
+			c.fail("worker opened the directory but the failpoint belongs to its Open")
+			return false
+		}
+		return true
+	}
 	if done := lastOK(out); done+1 != c.step {
 		c.fail("worker reported step %d done but the failpoint belongs to step %d (nondeterministic script)", done, c.step)
 		return false
@@ -323,14 +435,19 @@ func (s *sweep) crashRun(c *sweepCase, dir string) bool {
 	return true
 }
 
-// crashRecovery copies the seed's crash image and kills its recovery at c's
-// failpoint, then recovers in this process, checks, and finishes the script.
+// crashRecovery copies the seed's crash image and kills its recovery (in
+// c's flavor) at c's failpoint, then recovers, checks, and finishes the
+// script.
 func (s *sweep) crashRecovery(c *sweepCase, dir string, remainder bool) {
 	if err := copyTree(c.seed, dir); err != nil {
 		c.fail("copy the seed's crash image: %v", err)
 		return
 	}
-	out, status := s.run(dir, []string{fmt.Sprintf("%s=%s:%d", envFailpoint, c.point, c.nth)}, "-recover")
+	out, status, err := s.runFlavor(c.flavor, dir, []string{fmt.Sprintf("%s=%s:%d", envFailpoint, c.point, c.nth)}, "-recover")
+	if err != nil {
+		c.fail("%v", err)
+		return
+	}
 	if status != "killed" {
 		c.fail("recovery was not killed at the failpoint (%s): %s", status, lastLine(out))
 		return
@@ -338,16 +455,30 @@ func (s *sweep) crashRecovery(c *sweepCase, dir string, remainder bool) {
 	s.verify(c, dir, remainder)
 }
 
-// verify recovers dir in this process and checks the invariants for a crash
-// during step c.step; with remainder it then runs the rest of the script and
-// checks the final state.
+// verify recovers dir in c's flavor and checks the invariants for a crash
+// during step c.step; with remainder it then runs the rest of the script
+// and checks the final state. In flavorShared this process holds the log
+// throughout, so nothing is ever replayed: the pending marks alone must
+// lead recovery and the later operations to finish every commit.
 func (s *sweep) verify(c *sweepCase, dir string, remainder bool) {
+	if err := ageGarbage(dir, garbageAge); err != nil {
+		c.fail("age the crash image's temporary and staged files: %v", err)
+		return
+	}
+	if c.flavor == flavorShared {
+		release, err := holdLog(dir)
+		if err != nil {
+			c.fail("%v", err)
+			return
+		}
+		defer release()
+	}
 	snap := s.recoverAndSnapshot(c, dir)
 	if snap == nil {
 		return
 	}
 	c.garbage = snap.Garbage.String()
-	before, after := s.ref[c.step-1], s.ref[c.step]
+	before, after := s.ref[max(c.step-1, 0)], s.ref[c.step]
 	if !s.check(c, snap) {
 		return
 	}
@@ -411,7 +542,7 @@ func (s *sweep) recoverAndSnapshot(c *sweepCase, dir string) *crashcheck.Snapsho
 }
 
 func (s *sweep) snapshotOr(c *sweepCase, dir string) *crashcheck.Snapshot {
-	snap, err := crashcheck.Take(vfs.OS{}, dir)
+	snap, err := crashcheck.TakeWith(vfs.OS{}, dir, crashcheck.Options{SegmentSize: segmentSize})
 	if err != nil {
 		c.fail("snapshot: %v", err)
 		return nil
@@ -421,20 +552,21 @@ func (s *sweep) snapshotOr(c *sweepCase, dir string) *crashcheck.Snapshot {
 
 func (s *sweep) snapshot(dir string) *crashcheck.Snapshot {
 	s.t.Helper()
-	snap, err := crashcheck.Take(vfs.OS{}, dir)
+	snap, err := crashcheck.TakeWith(vfs.OS{}, dir, crashcheck.Options{SegmentSize: segmentSize})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return snap
 }
 
-func testOptions(mode provider.CommitSync) provider.Options {
-	return provider.Options{SweepInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), CommitSync: mode}
+func testOptions(mode provider.Durability) provider.Options {
+	return provider.Options{SweepInterval: -1, CheckpointInterval: -1, SegmentSize: segmentSize, Durability: mode,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // reference runs the script in this process and returns the state after
 // opening (index 0) and after each step.
-func reference(t *testing.T, dir string, mode provider.CommitSync) []*crashcheck.Snapshot {
+func reference(t *testing.T, dir string, mode provider.Durability) []*crashcheck.Snapshot {
 	t.Helper()
 	p, err := provider.Open(dir, testOptions(mode))
 	if err != nil {
@@ -442,7 +574,7 @@ func reference(t *testing.T, dir string, mode provider.CommitSync) []*crashcheck
 	}
 	defer p.Close()
 	take := func() *crashcheck.Snapshot {
-		snap, err := crashcheck.Take(vfs.OS{}, dir)
+		snap, err := crashcheck.TakeWith(vfs.OS{}, dir, crashcheck.Options{SegmentSize: segmentSize})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,13 +653,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// providerFailpoints returns the names of every failpoint.Hit("...") call in
-// the provider's non-test sources.
-func providerFailpoints(t *testing.T) []string {
+// staticFailpoints returns the names of every failpoint.Hit("...") call in
+// the non-test sources of the provider and of the write-ahead log.
+func staticFailpoints(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "provider", "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("provider sources not found: %v", err)
+	var files []string
+	for _, pkg := range []string{"provider", "wal"} {
+		fs, err := filepath.Glob(filepath.Join("..", "..", pkg, "*.go"))
+		if err != nil || len(fs) == 0 {
+			t.Fatalf("%s sources not found: %v", pkg, err)
+		}
+		files = append(files, fs...)
 	}
 	seen := map[string]bool{}
 	fset := token.NewFileSet()
@@ -564,7 +700,24 @@ func providerFailpoints(t *testing.T) []string {
 	return sortedKeys(seen)
 }
 
-// copyTree copies a directory of regular files and directories.
+// ageGarbage dates every temporary and staged file under dir back by age:
+// a crash image's leftovers are then old enough for recovery's sweep, which
+// leaves young ones to writers that may still be working.
+func ageGarbage(dir string, age time.Duration) error {
+	old := time.Now().Add(-age)
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if name := d.Name(); vfs.IsTemp(name) || strings.HasPrefix(name, ".staged-") {
+			return os.Chtimes(path, old, old)
+		}
+		return nil
+	})
+}
+
+// copyTree copies a directory of regular files and directories, with the
+// files' modification times (recovery judges leftovers by their age).
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -582,6 +735,13 @@ func copyTree(src, dst string) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(target, data, 0o600)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(target, data, 0o600); err != nil {
+			return err
+		}
+		return os.Chtimes(target, fi.ModTime(), fi.ModTime())
 	})
 }

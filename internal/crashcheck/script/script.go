@@ -7,8 +7,9 @@
 // both queues, orchestration turns whose acks carry worker items, orchestrator
 // items to other instances, due and future timers, cancelled activities
 // (queued, and scheduled in the same ack), continue-as-new, work-item fetch,
-// abandon and ack, orchestration abandon, prune, and the atomic deletion of
-// an instance tree with queued and locked messages.
+// abandon and ack, orchestration abandon, prune, the atomic deletion of an
+// instance tree with queued and locked messages, and checkpoints of the
+// write-ahead log.
 //
 // Every event, work item and message payload of the script is distinct, and
 // each step checks what it fetched, so a run is reproducible: two runs on
@@ -183,6 +184,10 @@ func (w work) run(ctx context.Context, e *Env) error {
 	return e.P.AckWorkItem(ctx, it.LockToken, provider.ActivityCompleted{Instance: ae.Instance, ExecutionID: ae.ExecutionID, ID: ae.ID, Result: w.result})
 }
 
+// checkpoint runs a checkpoint: it fsyncs what the records since the last
+// one touched and trims the write-ahead log.
+func checkpoint(ctx context.Context, e *Env) error { return e.P.Checkpoint(ctx) }
+
 // Steps returns the script. Step numbers in reports are 1-based indexes into
 // it.
 func Steps() []Step {
@@ -237,6 +242,7 @@ func Steps() []Step {
 			cancelled: []provider.ScheduledActivityIdentifier{{Instance: a, ExecutionID: 1, ActivityID: 3}},
 			md:        md("", "", nil),
 		}.run},
+		{"checkpoint", checkpoint},
 		{"work A/12: abandon", work{want: activity(a, 1, 12), abandon: true}.run},
 		{"work A/12: ack", work{want: activity(a, 1, 12), result: "r-A-12"}.run},
 		{"fetch A, abandon", turn{inst: a, kinds: []string{"ActivityCompleted"}, abandon: true}.run},
@@ -309,6 +315,7 @@ func Steps() []Step {
 			}
 			return err
 		}},
+		{"checkpoint", checkpoint},
 		{"enqueue work W/1", func(ctx context.Context, e *Env) error {
 			return e.P.EnqueueForWorker(ctx, activity(w, 1, 1))
 		}},

@@ -1,6 +1,7 @@
 package invariants
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,15 +10,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/provider"
 )
 
 // Backlog is the work still pending in a directory: what must reach zero
 // before the directory is quiescent (timers not yet due aside).
 type Backlog struct {
-	// CommitRecords counts pending commit records.
-	CommitRecords int
+	// PendingMarks counts instance leases that mark a commit pending and
+	// worker claims in state "acked" (a work ack not applied in full).
+	// They are counted only when nothing else is pending (reading every
+	// lease costs more than listing the queues).
+	PendingMarks int
 	// Orchestrator counts orchestrator messages other than timers not yet
 	// due; Worker counts work items.
 	Orchestrator, Worker int
@@ -28,7 +31,7 @@ func (b Backlog) Empty() bool { return b == Backlog{} }
 
 // String describes the backlog.
 func (b Backlog) String() string {
-	return fmt.Sprintf("%d commit records, %d orchestrator messages, %d work items", b.CommitRecords, b.Orchestrator, b.Worker)
+	return fmt.Sprintf("%d pending marks, %d orchestrator messages, %d work items", b.PendingMarks, b.Orchestrator, b.Worker)
 }
 
 // PendingWork measures dir's backlog at now. It may run while processes use
@@ -45,13 +48,6 @@ func PendingWork(dir string, now time.Time) (Backlog, error) {
 			each(e.Name())
 		}
 		return nil
-	}
-	if err := count("commits", func(n string) {
-		if !vfs.IsTemp(n) && strings.HasSuffix(n, ".json") {
-			b.CommitRecords++
-		}
-	}); err != nil {
-		return b, err
 	}
 	if err := count(filepath.Join("queues", "worker"), func(n string) {
 		if m, ok := strings.CutSuffix(n, ".json"); ok && isULID(m) {
@@ -79,5 +75,41 @@ func PendingWork(dir string, now time.Time) (Backlog, error) {
 		}
 		b.Orchestrator++
 	})
+	if err != nil || !b.Empty() {
+		return b, err
+	}
+	b.PendingMarks, err = pendingMarks(dir)
 	return b, err
+}
+
+// pendingMarks counts leases with a pending mark and acked claims.
+func pendingMarks(dir string) (int, error) {
+	n := 0
+	leases, err := filepath.Glob(filepath.Join(dir, "instances", "*", "lease.json"))
+	if err != nil {
+		return 0, err
+	}
+	for _, path := range leases {
+		var l struct {
+			Data struct {
+				Pending json.RawMessage `json:"pending"`
+			} `json:"data"`
+		}
+		if _, err := readJSON(path, &l); err == nil && len(l.Data.Pending) > 0 && string(l.Data.Pending) != "null" {
+			n++
+		}
+	}
+	claims, err := filepath.Glob(filepath.Join(dir, "queues", "worker", "claims", "*.json"))
+	if err != nil {
+		return 0, err
+	}
+	for _, path := range claims {
+		var c struct {
+			State string `json:"state"`
+		}
+		if _, err := readJSON(path, &c); err == nil && c.State != "" {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -254,10 +256,10 @@ func (c *checker) fences() {
 
 // ---- invariant 5: quiescence ----
 
-// quiescent checks that nothing is pending: no commit records, no staged or
-// temporary files anywhere, no claims, no lease held at now, and the queues
-// hold only timers that are not yet due (every outbound item of every
-// committed turn was consumed).
+// quiescent checks that nothing is pending: no lease or claim marks a
+// commit pending, no staged or temporary files anywhere, no claims, no lease
+// held at now, and the queues hold only timers that are not yet due (every
+// outbound item of every committed turn was consumed).
 func (c *checker) quiescent() error {
 	err := filepath.WalkDir(c.st.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -279,14 +281,8 @@ func (c *checker) quiescent() error {
 	if err != nil {
 		return fmt.Errorf("invariants: walk %s: %w", c.st.dir, err)
 	}
-	commits, err := os.ReadDir(filepath.Join(c.st.dir, "commits"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("invariants: %w", err)
-	}
-	for _, e := range commits {
-		if !vfs.IsTemp(e.Name()) {
-			c.r.add(5, filepath.Join("commits", e.Name()), "pending commit record")
-		}
+	if err := c.pendingCommits(); err != nil {
+		return err
 	}
 	for _, q := range []string{"orchestrator", "worker"} {
 		qdir := filepath.Join(c.st.dir, "queues", q)
@@ -329,6 +325,41 @@ func (c *checker) quiescent() error {
 		}
 		if _, err := readJSON(path, &l); err == nil && l.Token != "" && l.ExpiresAtMs > c.nowMs {
 			c.r.add(5, filepath.Join("sessions", filepath.Base(path)), "session lease held")
+		}
+	}
+	return nil
+}
+
+// pendingCommits checks that no commit is left pending: the provider's
+// PendingCommits (a read-only provider: no recovery runs) lists no record
+// of the write-ahead log that a lease or claim still marks - committed but
+// never fully applied - and no lease holds a mark at all: a mark naming no
+// record is a commit that never happened, which the instance's next flock
+// holder must have cleared (every instance was fetched again after it, to
+// consume the messages the commit did not).
+func (c *checker) pendingCommits() error {
+	p, err := provider.OpenReadOnly(c.st.dir, provider.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return fmt.Errorf("invariants: open the directory read-only: %w", err)
+	}
+	defer p.Close()
+	pcs, err := p.PendingCommits(context.Background())
+	if err != nil {
+		return fmt.Errorf("invariants: %w", err)
+	}
+	logged := map[string]bool{}
+	for _, pc := range pcs {
+		logged[pc.ID] = true
+		what := pc.Instance
+		if what == "" {
+			what = pc.Key
+		}
+		c.r.add(5, what, "commit %s (%s, log position %s) is in the write-ahead log and still marked pending: committed, never applied in full", pc.ID, pc.Kind, pc.LSN)
+	}
+	for _, key := range c.st.keys {
+		in := c.st.instances[key]
+		if id := in.pendingMark(); id != "" && !logged[id] {
+			c.r.add(5, in.id, "the lease marks commit %s pending, but no such record is in the log since the checkpoint: a commit that never happened, whose mark no later holder cleared", id)
 		}
 	}
 	return nil
@@ -521,11 +552,13 @@ func (c *checker) allOrNothing() {
 	}
 }
 
-// committedElsewhere reports whether an OK ack of another worker, for the
-// same execution, carries every event of a (event id and bytes).
+// committedElsewhere reports whether another OK ack (of another worker, or
+// of another dispatcher of the same worker: its lease can pass to a second
+// dispatcher of the same process when the process was stopped past it),
+// for the same execution, carries every event of a (event id and bytes).
 func (c *checker) committedElsewhere(a oracle.Ack) bool {
 	for _, b := range c.in.Oracle.Acks {
-		if b.Outcome != oracle.OutcomeOK || b.Worker == a.Worker || b.Instance != a.Instance || b.ExecutionID != a.ExecutionID {
+		if b.Outcome != oracle.OutcomeOK || (b.Worker == a.Worker && b.Seq == a.Seq) || b.Instance != a.Instance || b.ExecutionID != a.ExecutionID {
 			continue
 		}
 		byID := make(map[uint64]oracle.Digest, len(b.Events))

@@ -16,8 +16,11 @@
 //     execution starts once, every completion (activity, timer,
 //     sub-orchestration) appears once per scheduling event, an external
 //     event at most as often as it was raised.
-//  5. Quiescence: no commit record, staged message, temporary file, claim or
-//     held lease remains, and the queues hold only timers not yet due.
+//  5. Quiescence: no lease or claim marks a commit pending (neither a
+//     record of the write-ahead log, committed but never applied in full,
+//     nor one that never committed), no staged message, temporary file,
+//     claim or held lease remains, and the queues hold only timers not yet
+//     due.
 //  6. Every started instance (and every sub-orchestration) reached its
 //     expected terminal status and output (and workload.Verify agrees,
 //     when a provider is given).

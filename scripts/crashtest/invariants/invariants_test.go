@@ -23,6 +23,7 @@ import (
 	"github.com/durofs/durofs/provider"
 	"github.com/durofs/durofs/scripts/crashtest/invariants"
 	"github.com/durofs/durofs/scripts/crashtest/oracle"
+	"github.com/durofs/durofs/wal"
 )
 
 // The sharpness tests: a directory produced by a real workload passes every
@@ -116,8 +117,8 @@ func runWorkload(dir string, specs, await []workload.Spec, wrap func(provider.Pr
 	err = workload.Await(ctx, p, adm, await, nil)
 	for err == nil {
 		d, qerr := adm.GetQueueDepths(ctx)
-		pending, _ := os.ReadDir(filepath.Join(dir, "commits"))
-		if qerr == nil && d.OrchestratorQueue == 0 && d.WorkerQueue == 0 && len(pending) == 0 {
+		marks, merr := invariants.PendingWork(dir, time.Now())
+		if qerr == nil && merr == nil && d.OrchestratorQueue == 0 && d.WorkerQueue == 0 && marks.PendingMarks == 0 {
 			break
 		}
 		if ctx.Err() != nil {
@@ -281,11 +282,25 @@ func TestSharpness(t *testing.T) {
 			writeRecords(t, h, recs)
 			return orc
 		}},
-		{"pending commit record", 5, func(t *testing.T, dir string, orc *oracle.Oracle) *oracle.Oracle {
-			rec := `{"format":1,"instance":"x","key":"x","execution_id":1,"history_base":0,"publish":[],"delete":[]}`
-			if err := os.WriteFile(filepath.Join(dir, "commits", "x.json"), []byte(rec), 0o600); err != nil {
+		{"committed record never applied: a lease marks a logged record pending", 5, func(t *testing.T, dir string, orc *oracle.Oracle) *oracle.Oracle {
+			inst := f.specs[1].Instance
+			key := names.Encode(inst)
+			l, err := wal.Open(context.Background(), vfs.OS{}, filepath.Join(dir, "wal"), wal.Options{})
+			if err != nil {
 				t.Fatal(err)
 			}
+			defer l.Close()
+			l.Ready()
+			id := "11111111-2222-4333-8444-000000000001"
+			rec := `{"id":"` + id + `","instance":"` + inst + `","key":"` + key + `","committed_at_ms":1,"kind":"prune"}`
+			if _, err := l.Commit(context.Background(), []byte(rec)); err != nil {
+				t.Fatal(err)
+			}
+			markLease(t, dir, key, id)
+			return orc
+		}},
+		{"dangling mark: a lease marks a commit that never happened", 5, func(t *testing.T, dir string, orc *oracle.Oracle) *oracle.Oracle {
+			markLease(t, dir, names.Encode(f.specs[2].Instance), "11111111-2222-4333-8444-000000000002")
 			return orc
 		}},
 		{"completed instance's final event removed", 6, func(t *testing.T, dir string, orc *oracle.Oracle) *oracle.Oracle {
@@ -431,6 +446,30 @@ func TestSharpness(t *testing.T) {
 			}
 			t.Logf("invariant %d fails as it should: counts %s", tc.inv, r.Breakdown())
 		})
+	}
+}
+
+// markLease sets the pending mark of instance key's lease to id.
+func markLease(t *testing.T, dir, key, id string) {
+	t.Helper()
+	p := filepath.Join(dir, "instances", key, "lease.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l map[string]any
+	if err := json.Unmarshal(data, &l); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := l["data"].(map[string]any)
+	if d == nil {
+		d = map[string]any{}
+	}
+	d["pending"] = map[string]any{"id": id, "hint": 0}
+	l["data"] = d
+	data, _ = json.Marshal(l)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

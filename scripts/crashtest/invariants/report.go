@@ -101,6 +101,13 @@ func (r *Report) add(inv int, where, format string, args ...any) {
 // Write prints the per-invariant counts, then up to details violations,
 // and finally "violations: N".
 func (r *Report) Write(w io.Writer, details int) {
+	r.WriteCounts(w, details)
+	fmt.Fprintf(w, "violations: %d\n", r.Total())
+}
+
+// WriteCounts prints the per-invariant counts, then up to details
+// violations (Write without its last line).
+func (r *Report) WriteCounts(w io.Writer, details int) {
 	for i := 1; i <= NumInvariants; i++ {
 		fmt.Fprintf(w, "  invariant %d %-46s %d\n", i, Names[i]+":", r.Counts[i])
 	}
@@ -111,7 +118,6 @@ func (r *Report) Write(w io.Writer, details int) {
 		}
 		fmt.Fprintf(w, "    %s\n", v)
 	}
-	fmt.Fprintf(w, "violations: %d\n", r.Total())
 }
 
 // Breakdown returns the per-invariant counts as "1:0 2:0 …".

@@ -72,6 +72,23 @@ type execData struct {
 	stateErr error
 }
 
+// pendingMark returns the id of the commit the instance's lease marks
+// pending (its data.pending), or "".
+func (in *instData) pendingMark() string {
+	if in.lease == nil || len(in.lease.Data) == 0 {
+		return ""
+	}
+	var d struct {
+		Pending *struct {
+			ID string `json:"id"`
+		} `json:"pending"`
+	}
+	if json.Unmarshal(in.lease.Data, &d) != nil || d.Pending == nil {
+		return ""
+	}
+	return d.Pending.ID
+}
+
 // last returns the execution's last event, if it decoded.
 func (e *execData) last() (provider.Event, bool) {
 	n := len(e.events)

@@ -5,8 +5,15 @@
 //
 // Usage:
 //
-//	fpworker -dir D [-from N] [-skew 1h] [-nosync]   run steps N.. of the script
-//	fpworker -dir D -recover                         open (which recovers) and exit
+//	fpworker -dir D [-from N] [-skew 1h] [-nosync] [-segment-size B]   run steps N.. of the script
+//	fpworker -dir D -recover [-nosync] [-segment-size B]               open (which recovers) and exit
+//
+// Open replays the write-ahead log if no other process has the directory
+// open, and otherwise only finishes what the log and the pending marks show
+// (the crash-point sweep runs both ways: alone, and with a process holding
+// the log open). Every process of a directory must use the same
+// -segment-size (the sweep uses a small one, so that checkpoints trim
+// segments).
 //
 // It prints one line per completed operation, written to stdout unbuffered
 // before it continues, so the parent knows exactly what was acknowledged
@@ -47,6 +54,7 @@ func main() {
 	skew := flag.Duration("skew", 0, "move the clock forward by this much")
 	nosync := flag.Bool("nosync", false, "ProcessCrashSafe mode (no fsync)")
 	recoverOnly := flag.Bool("recover", false, "only open the directory (recovery) and exit")
+	segSize := flag.Int64("segment-size", 0, "write-ahead log segment size (0: the default)")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "fpworker: -dir is required")
@@ -64,6 +72,7 @@ func main() {
 		opts.Durability = provider.ProcessCrashSafe
 	}
 	opts.CheckpointInterval = -1 // checkpoints only where the script asks: hits are deterministic
+	opts.SegmentSize = *segSize
 	p, err := provider.Open(*dir, opts)
 	if err != nil {
 		fmt.Printf("error open %v\n", err)
