@@ -623,7 +623,7 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 		return true
 	}
 	if lr == nil {
-		f := r.add(FsckPendingCommit, SeverityInfo, path, "marks commit %s pending, which is not in the log (its writer died before committing)", st.Pending.ID)
+		f := r.add(FsckPendingCommit, SeverityWarning, path, "marks commit %s pending, which is not in the log (its writer died before committing)", st.Pending.ID)
 		f.Action = "fsck --repair (or the next fetch) clears the mark"
 		if r.repair && g != nil {
 			r.fixed(f, r.p.redoPending(ctx, g, key), "mark cleared")
@@ -1204,7 +1204,7 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 	}
 	defer g.Unlock()
 	cur, _, err := g.Read()
-	if err != nil {
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return nil // an unreadable lease is reported with its instance
 	}
 	if st := decodeOrchState(cur); st.Pending != nil {

@@ -515,12 +515,11 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 	staged := filepath.Join(orchQ, ".staged-01J00000000000000000000001.json")
 	writeFile(t, staged, `{"name":"01J00000000000000000000001","visible_at_ms":1,"enqueued_at_ms":1,"attrs":{"instance":"done-1","ikey":"done-1","kind":"ExternalRaised","src":"done-1"},"payload":{"ExternalRaised":{"instance":"done-1","name":"x","data":"1"}}}`)
 	age(t, staged, 2*time.Hour)
-	// 6. Pending commit records: an ack of child-1 and a deletion group
-	// whose intents were all applied.
-	writeFile(t, filepath.Join(dir, "commits", "child-1.json"),
-		`{"format":1,"instance":"child-1","key":"child-1","lease_token":"","fence":1,"execution_id":1,"committed_at_ms":1,"history_base":2,"history":null,"history_ids":null,"publish":null,"delete":null}`)
-	writeFile(t, filepath.Join(dir, "commits", "~del-0b6f9a3e-2a5c-4d7e-9d3c-1f2e3a4b5c6d.json"),
-		`{"format":1,"instance":"","key":"","lease_token":"","fence":0,"execution_id":0,"committed_at_ms":0,"history_base":0,"history":null,"history_ids":null,"kind":"delete","keys":["done-1"],"publish":null,"delete":null}`)
+	// 6. A pending mark in child-1's lease naming a commit that is not in
+	// the write-ahead log: its writer died between marking and appending.
+	editJSON(t, inst("child-1", "lease.json"), func(m map[string]any) {
+		m["data"] = map[string]any{"pending": map[string]any{"id": "0b6f9a3e-2a5c-4d7e-9d3c-1f2e3a4b5c6d", "hint": 0}}
+	})
 	// 7. Unparseable files: done-1's lease and instance.json, child-1's
 	// state.json, a queue message, a claim.
 	writeFile(t, inst("done-1", "lease.json"), `{"token":`)
@@ -540,9 +539,10 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 	writeFile(t, filepath.Join(orchQ, "01J00000000000000000000003.json"),
 		`{"name":"01J00000000000000000000003","visible_at_ms":1,"enqueued_at_ms":`+jsonNum(time.Now().UnixMilli())+`,"attrs":{"instance":"ghost","ikey":"ghost","kind":"ExternalRaised"},"payload":{"ExternalRaised":{"instance":"ghost","name":"x","data":"1"}}}`)
 
-	// Read-only inspection shows the pending commit and leaves it.
+	// Read-only inspection works on the damaged directory (a mark with no
+	// record is no pending commit).
 	r := mustRun(t, bin, 0, "show", "child-1", "--dir", dir)
-	mustContain(t, "show child-1", r.stdout, "pending commit  ack of execution 1")
+	mustContain(t, "show child-1", r.stdout, "child-1")
 
 	// The check finds every kind, changes nothing, and exits 1.
 	before := snapshot(t, dir)
@@ -557,7 +557,7 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 		provider.FsckBadEvent:        {"instances/can-1/executions/1/history.jsonl"},
 		provider.FsckTempFile:        {rel(t, dir, tmp1), rel(t, dir, tmp2)},
 		provider.FsckStagedOrphan:    {rel(t, dir, staged)},
-		provider.FsckPendingCommit:   {"commits/child-1.json", "commits/~del-0b6f9a3e-2a5c-4d7e-9d3c-1f2e3a4b5c6d.json"},
+		provider.FsckPendingCommit:   {"instances/child-1/lease.json"},
 		provider.FsckUnparseable:     {"instances/done-1/lease.json", "instances/done-1/instance.json", "instances/child-1/executions/1/state.json", rel(t, dir, badMsg), rel(t, dir, claims[0])},
 		provider.FsckCounterDrift:    {"instances/run-1/instance.json", "instances/run-1/executions/1/state.json"},
 		provider.FsckUnknownInstance: {"queues/orchestrator/01J00000000000000000000003.json"},
@@ -612,7 +612,7 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 	}
 
 	// What the repairs did.
-	for _, p := range []string{tmp1, tmp2, staged, badMsg, claims[0], filepath.Join(dir, "commits", "child-1.json")} {
+	for _, p := range []string{tmp1, tmp2, staged, badMsg, claims[0]} {
 		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s still exists after repair (%v)", p, err)
 		}
@@ -640,6 +640,9 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 	}
 	r = mustRun(t, bin, 0, "show", "child-1", "--dir", dir, "--json")
 	must(t, json.Unmarshal([]byte(r.stdout), &det))
+	if lease, err := os.ReadFile(inst("child-1", "lease.json")); err != nil || bytes.Contains(lease, []byte("pending")) {
+		t.Errorf("the dangling mark is still in child-1's lease after repair: %s %v", lease, err)
+	}
 	if e := det.ExecutionDetails[0]; e.Status != "Completed" || e.Output == nil || *e.Output != `"kid"` || e.EventCount != 2 || det.PendingCommit != nil {
 		t.Errorf("child-1 after repair: %+v", det)
 	}
