@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints powerloss bench bench-quick clean
+.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints stalltest powerloss bench bench-quick clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts. The bench module (its own go.mod)
@@ -68,6 +68,17 @@ crashtest-long:
 ## live process (no replay), check, finish the script, check again.
 crashpoints:
 	$(GO) test -count=1 -v -run TestCrashPointSweep ./scripts/crashtest/ | grep -Ev '^=== (RUN|PAUSE|CONT)'
+
+## stalltest: no process can stall another. 3 workers; worker 0 is
+## SIGSTOPped >= 200 times, at random moments and (half of the stops) at its
+## next failpoint inside an ack or commit, each time for a random time up to
+## 2 x the lock timeout, while the two others ack; prints the others' ack
+## latency (p50/p99/max) and fails if one took longer than the lock timeout +
+## 250 ms (the ack's own work under load: a group fdatasync of the log on a
+## busy disk, 1 ms flock polling, CPU contention; the others' acks while the
+## stopped worker was not stopped stay far below it). About 2.5 minutes.
+stalltest:
+	$(GO) run -tags crashtest ./scripts/crashtest/chaos --stops 200 --duration 0 --lock-timeout 600ms --stall-margin 250ms --stop-at-failpoints 0.5 --stop-gap-max 100ms
 
 ## powerloss: three provider instances share a strict in-memory file system;
 ## crash it at every sync point of their interleaved workload (two crash

@@ -640,7 +640,8 @@ func (q *Queue) Claims() ([]string, error) {
 // clock against their mtime) from the queue directory and claims/, and
 // orphan claims: claims whose message and staged file are both gone and
 // whose State is empty (checked under the shard lock; an unparsable orphan
-// claim is removed too). It does not touch staged files, nor claims with a
+// claim is removed too; a claim whose shard lock stays busy for busyWait is
+// left to the next sweep). It does not touch staged files, nor claims with a
 // non-empty State. Use an age of minutes: a younger temporary file may
 // belong to a write in progress. Removals are not fsynced (a removal lost to
 // a power loss is redone by the next sweep).
@@ -694,8 +695,13 @@ func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepSt
 		if !orphan {
 			continue
 		}
+		// A shard lock busy for longer than busyWait is skipped until the
+		// next sweep: its holder is working on that shard (an ack may be
+		// deleting this very claim), and may be stopped - a sweep must not
+		// wait for it.
 		removed := false
-		err = q.WithClaim(ctx, name, func(g *ClaimGuard) error {
+		wctx, cancel := context.WithTimeout(ctx, busyWait)
+		err = q.WithClaim(wctx, name, func(g *ClaimGuard) error {
 			if orphan, err := q.isOrphan(name); err != nil || !orphan {
 				return err
 			}
@@ -715,6 +721,10 @@ func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepSt
 			removed = true
 			return nil
 		})
+		cancel()
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			continue
+		}
 		if err != nil {
 			return st, fmt.Errorf("fsqueue: sweep: %w", err)
 		}

@@ -172,6 +172,9 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	if err := p.openQueues(); err != nil {
 		return nil, err
 	}
+	// 30 s for each phase that may wait for other processes: the log's
+	// open.lock (another process's Open and replay), then recovery's flocks.
+	// A replay is not bounded (openLog): it is work, not a wait.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.openLog(ctx, opts); err != nil {
@@ -179,7 +182,9 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		_ = p.workQ.Close()
 		return nil, err
 	}
-	if err := p.Recover(ctx); err != nil {
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if err := p.Recover(rctx); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
 	}
@@ -230,7 +235,11 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 		// finishes what the dead left marked pending.
 		return nil
 	}
-	if err := p.replayAll(ctx); err != nil {
+	// The replay is not bounded by ctx, which bounds the wait for the log's
+	// open.lock: a replay that outlasted it would fail having saved nothing
+	// (the checkpoint moves only at its end), and so would every later Open.
+	// Alone, no other durofs process holds a flock it needs.
+	if err := p.replayAll(context.WithoutCancel(ctx)); err != nil {
 		l.Close()
 		return fmt.Errorf("durofs: open %s: replay the write-ahead log: %w", p.dir, err)
 	}

@@ -381,7 +381,11 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 }
 
 // finishAckedClaims settles every claim marked acked whose writer died:
-// applied if its record is in the log, put back if not.
+// applied if its record is in the log, put back if not. A claim whose shard
+// lock stays busy for claimBusyWait is skipped until the next pass: its
+// writer is alive and inside it (or another process is settling it), and
+// waiting would tie this pass - and, through the in-process lock queue,
+// this process's own calls on that shard - to a holder that may be stopped.
 func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 	names, err := p.workQ.Claims()
 	if err != nil {
@@ -393,7 +397,12 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 		if err != nil || !exists || c.State != claimStateAcked {
 			continue
 		}
-		err = p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error { return p.redoWorkAck(g) })
+		wctx, cancel := context.WithTimeout(ctx, claimBusyWait)
+		err = p.workQ.WithClaim(wctx, name, func(g *fsqueue.ClaimGuard) error { return p.redoWorkAck(g) })
+		cancel()
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			continue // busy: next pass
+		}
 		if err != nil {
 			return n, err
 		}
@@ -401,6 +410,10 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// claimBusyWait bounds how long recovery waits for the shard lock of one
+// acked claim.
+const claimBusyWait = 20 * time.Millisecond
 
 // RenewWorkItemLock implements Provider. Renewal ignores the orchestration's
 // status; a cancelled (deleted) item fails permanently, which the runtime

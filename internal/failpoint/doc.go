@@ -10,8 +10,8 @@
 // failpoints cost nothing in production binaries (go build -gcflags=-m
 // reports "inlining call to failpoint.Hit").
 //
-// In builds with the crashtest tag (go build -tags crashtest), Hit reads two
-// environment variables once:
+// In builds with the crashtest tag (go build -tags crashtest), Hit reads
+// these environment variables once:
 //
 //   - DUROFS_FAILPOINT=name or name:nth kills the process with SIGKILL on the
 //     nth hit of name (default 1) in this process. No deferred function runs
@@ -20,6 +20,11 @@
 //   - DUROFS_FAILPOINT_LIST=path appends every name hit, one per line, to the
 //     file at path (unbuffered, before a kill), so a test can discover the
 //     points a workload reaches and how often.
+//   - DUROFS_FAILPOINT_STOP=prefixes (Unix) stops the process with SIGSTOP
+//     at the first hit of a name with one of the comma-separated prefixes
+//     within a second of each SIGUSR2 it receives, reporting the name to
+//     the file DUROFS_FAILPOINT_STOP_LOG names: the stall test stops a
+//     process inside its commits, holding their locks.
 //
 // Names are lower case and dot-separated, "<operation>.<step>". A name hit
 // several times by one operation (once per published message, say) is one

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Enabled reports whether failpoints are compiled in (the crashtest build
@@ -20,9 +22,24 @@ const (
 	EnvFailpoint = "DUROFS_FAILPOINT"
 	// EnvList names a file to which every hit name is appended.
 	EnvList = "DUROFS_FAILPOINT_LIST"
+	// EnvStop arms stops (Unix): a comma-separated list of name prefixes
+	// ("" matches every name). After the process receives SIGUSR2, the
+	// first hit within a second of a matching name stops the process with
+	// SIGSTOP (right there: whatever locks it holds stay held), having
+	// appended "stop <name>" to the file EnvStopLog names. The stall test
+	// uses it to stop a worker inside its commits.
+	EnvStop = "DUROFS_FAILPOINT_STOP"
+	// EnvStopLog names the file of EnvStop's reports.
+	EnvStopLog = "DUROFS_FAILPOINT_STOP_LOG"
 )
 
 var (
+	// stopPrefixes, stopLog and stopUntil implement EnvStop: stopUntil is
+	// the deadline (Unix ns) of an armed stop, 0 if none is armed.
+	stopPrefixes []string
+	stopLog      *os.File
+	stopUntil    atomic.Int64
+
 	setupOnce sync.Once
 	target    string // "" = no crash point armed
 	targetNth int
@@ -41,6 +58,18 @@ func setup() {
 		}
 		target, targetNth = name, nth
 	}
+	if prefixes, ok := os.LookupEnv(EnvStop); ok {
+		stopPrefixes = strings.Split(prefixes, ",")
+		if path := os.Getenv(EnvStopLog); path != "" {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "failpoint: %s: %v\n", EnvStopLog, err)
+				os.Exit(2)
+			}
+			stopLog = f
+		}
+		armStops()
+	}
 	if path := os.Getenv(EnvList); path != "" {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
@@ -49,6 +78,28 @@ func setup() {
 		}
 		list = f
 	}
+}
+
+// maybeStop stops the process if a stop is armed and name matches.
+func maybeStop(name string) {
+	until := stopUntil.Load()
+	if until == 0 || time.Now().UnixNano() > until {
+		return
+	}
+	match := false
+	for _, p := range stopPrefixes {
+		if strings.HasPrefix(name, p) {
+			match = true
+			break
+		}
+	}
+	if !match || !stopUntil.CompareAndSwap(until, 0) {
+		return
+	}
+	if stopLog != nil {
+		_, _ = stopLog.WriteString("stop " + name + "\n")
+	}
+	stopSelf()
 }
 
 // parse splits "name" or "name:nth".
@@ -72,6 +123,9 @@ func parse(spec string) (name string, nth int, err error) {
 // nth hit.
 func Hit(name string) {
 	setupOnce.Do(setup)
+	if stopPrefixes != nil {
+		maybeStop(name)
+	}
 	if target == "" && list == nil {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/durofs/durofs/provider"
 	"github.com/durofs/durofs/scripts/crashtest/invariants"
 	"github.com/durofs/durofs/scripts/crashtest/oracle"
+	"github.com/durofs/durofs/wal"
 )
 
 // result is everything a run measured.
@@ -54,14 +55,22 @@ type result struct {
 
 	zombies       []zombieRound
 	staleWorkAcks int64
+	stall         *stallResult // stall mode only
 
-	report   *invariants.Report
-	failures []string
+	// report is the invariant check after the final recovery by a process
+	// that does not have the directory alone (no replay: what the workers
+	// and the pending marks left must suffice), replayReport the check
+	// after a process that has it alone replayed the log.
+	report, replayReport *invariants.Report
+	replayed             int64
+	failures             []string
 }
 
-// ok reports whether the run passed: the check ran, found no violation,
+// ok reports whether the run passed: both checks ran, found no violation,
 // and nothing else failed.
-func (r *result) ok() bool { return r.report != nil && r.report.OK() && len(r.failures) == 0 }
+func (r *result) ok() bool {
+	return r.report != nil && r.report.OK() && r.replayReport != nil && r.replayReport.OK() && len(r.failures) == 0
+}
 
 // zombieRound is one zombie-holder pause.
 type zombieRound struct {
@@ -139,7 +148,12 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 	}
 	fmt.Fprintf(stdout, "chaos: %d workers × (%d dispatchers, %d activity workers), %s, seed %d, lock timeout %v\n",
 		cfg.workers, cfg.dispatchers, cfg.activityWorkers, durability, cfg.seed, cfg.lockTimeout)
-	fmt.Fprintf(stdout, "chaos: SIGKILL a random worker every U(%v, %v) and restart it, for %s", cfg.killMin, cfg.killMax, until)
+	if cfg.stops > 0 {
+		fmt.Fprintf(stdout, "chaos: stall mode: SIGSTOP worker %d ≥ %d times (%.0f%% at its next failpoint), each for a random time up to %v, gaps U(%v, %v), for ≥ %v; the others' acks must take ≤ %v + %v",
+			stallVictim, cfg.stops, 100*cfg.stopAtFailpoint, cfg.stopMax, cfg.stopGapMin, cfg.stopGapMax, cfg.duration, cfg.lockTimeout, cfg.stallMargin)
+	} else {
+		fmt.Fprintf(stdout, "chaos: SIGKILL a random worker every U(%v, %v) and restart it, for %s", cfg.killMin, cfg.killMax, until)
+	}
 	if cfg.zombies > 0 {
 		fmt.Fprintf(stdout, "; %d zombie pauses of %v", cfg.zombies, cfg.zombiePause)
 	}
@@ -192,9 +206,16 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 		defer close(zdone)
 		res.zombies = s.zombies(zctx, cfg)
 	}()
+	var stops []stopRound
+	if cfg.stops > 0 {
+		stops = s.stall(ctx, cfg, chaosStart)
+	}
 	rng := rand.New(rand.NewPCG(uint64(cfg.seed), 0x6b696c6c))
 	lastLog := time.Now()
 	chaosOver := func() bool {
+		if cfg.stops > 0 {
+			return true // stall mode: no kills
+		}
 		select {
 		case <-zdone:
 		default:
@@ -246,6 +267,7 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 	}
 	zstop()
 	<-zdone
+	chaosEnd := time.Now()
 	res.chaos = time.Since(chaosStart)
 	res.chaosTurns = s.okLines.Load() - ok0
 	d.starting.Store(false)
@@ -324,21 +346,63 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	fp, err := provider.Open(data, provider.Options{Durability: durability, Logger: log, SweepInterval: -1})
+	// First a recovery that does not replay: this process holds the log
+	// open (as a live process would), so Open only finishes what the log
+	// and the pending marks show; the check then sees what the workers'
+	// live recovery achieved, nothing rewritten.
+	holder, err := wal.Open(ctx, vfs.OS{}, filepath.Join(data, "wal"), wal.Options{})
 	if err != nil {
+		return nil, fmt.Errorf("final recovery: hold the log: %w", err)
+	}
+	holder.Ready()
+	start := time.Now()
+	fp, err := provider.Open(data, provider.Options{Durability: durability, Logger: log, SweepInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		_ = holder.Close()
 		return nil, fmt.Errorf("final recovery: %w", err)
 	}
 	res.finalOpen = time.Since(start)
 	res.finalRecovery = fp.RecoveryStats()
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer ccancel()
-	res.report, err = invariants.Check(cctx, data, invariants.Input{Oracle: b.Oracle(), Specs: d.started(), Provider: fp})
+	in := invariants.Input{Oracle: b.Oracle(), Specs: d.started(), Provider: fp}
+	res.report, err = invariants.Check(cctx, data, in)
 	if cerr := fp.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
+	_ = holder.Close()
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
+	}
+	// Then a process that has the directory alone: it replays the log from
+	// the checkpoint, rewriting every byte. The result must still pass.
+	rp, err := provider.Open(data, provider.Options{Durability: durability, Logger: log, SweepInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	res.replayed = rp.RecoveryStats().RecordsReplayed
+	in.Provider = rp
+	res.replayReport, err = invariants.Check(cctx, data, in)
+	if cerr := rp.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check after replay: %w", err)
+	}
+	if cfg.stops > 0 {
+		st := s.stallVerdict(cfg, stops, chaosEnd)
+		res.stall = &st
+		if len(st.stops) < cfg.stops {
+			s.fail("stall: %d stops made, want %d", len(st.stops), cfg.stops)
+		}
+		for i, a := range st.slow {
+			if i == 20 {
+				s.fail("stall: … and %d more acks over %v", len(st.slow)-i, st.threshold)
+				break
+			}
+			s.fail("stall: a %s ack of worker %d took %v (over lock timeout %v + margin %v), ended %v into the run; %s; %s",
+				a.kind, a.worker, a.d.Round(time.Millisecond), cfg.lockTimeout, cfg.stallMargin, a.end.Sub(chaosStart).Round(time.Millisecond), st.overlapping(a), s.slowReport(a))
+		}
 	}
 	if cfg.zombies > 0 {
 		effective := 0
@@ -485,7 +549,7 @@ func addRecovery(a, b provider.RecoveryStats) provider.RecoveryStats {
 		CommitsRedone: a.CommitsRedone + b.CommitsRedone, ApplyDeferred: a.ApplyDeferred + b.ApplyDeferred,
 		WorkAcksFinished: a.WorkAcksFinished + b.WorkAcksFinished, Sweeps: a.Sweeps + b.Sweeps,
 		TornTailsRepaired: a.TornTailsRepaired + b.TornTailsRepaired, TempFilesSwept: a.TempFilesSwept + b.TempFilesSwept,
-		StagedOrphansRemoved: a.StagedOrphansRemoved + b.StagedOrphansRemoved,
+		StagedOrphansRemoved: a.StagedOrphansRemoved + b.StagedOrphansRemoved, RecordsReplayed: a.RecordsReplayed + b.RecordsReplayed,
 	}
 }
 

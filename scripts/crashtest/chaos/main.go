@@ -15,20 +15,33 @@
 // Chaos lasts until --duration has passed AND --kills kills have happened
 // (whichever comes later; --kills 0 means the duration alone decides). Then
 // the killing and the new batches stop, the workers drain until every
-// started instance is terminal and no work is pending (--drain-timeout),
-// and are stopped with SIGTERM. Finally this process ages what killed
-// writers left behind (temporary and staged files, so the sweep's minimum
-// age has passed), opens the directory one last time (recovery) and runs the
-// invariant checker (package invariants).
+// started instance is terminal and no work is pending (no queued message
+// but timers not yet due, no lease or claim marking a commit pending;
+// --drain-timeout), and are stopped with SIGTERM. Finally this process ages
+// what killed writers left behind (temporary and staged files, so the
+// sweep's minimum age has passed) and checks the directory twice with the
+// invariant checker (package invariants): after opening it while holding
+// its write-ahead log open (as a live process would: recovery without
+// replay, so what the workers' own recovery left is what is checked), and
+// after a process that has it alone replayed the log.
 //
 // With --zombies N it also, N times during chaos, asks a worker to hold back
 // its next ack, SIGSTOPs it while it holds that instance's lease, lets the
 // lease expire and the others take over, and SIGCONTs it: the held-back ack
 // must be rejected and leave no trace.
 //
+// With --stops N (stall mode, stall.go) it kills nothing: it SIGSTOPs
+// worker 0 at least N times, at random moments and (--stop-at-failpoints,
+// in a -tags crashtest build) at its next failpoint, each time for a random
+// time up to --stop-max, while the two others ack; it reports the others'
+// ack latency and fails if one took longer than --lock-timeout +
+// --stall-margin, naming the flocks the stopped worker held (the others
+// dump their goroutines to their logs when an ack is that slow).
+//
 // Usage:
 //
 //	go run ./scripts/crashtest/chaos [flags]
+//	go run -tags crashtest ./scripts/crashtest/chaos --stops 200 --stop-at-failpoints 0.5 [flags]
 //	go run ./scripts/crashtest/chaos check --dir <kept working directory>
 //
 // The second form checks a kept run again offline: it rebuilds the oracle
@@ -118,6 +131,12 @@ type config struct {
 	timeout         time.Duration
 	zombies         int
 	zombiePause     time.Duration
+	stops           int
+	stopMax         time.Duration
+	stopGapMin      time.Duration
+	stopGapMax      time.Duration
+	stallMargin     time.Duration
+	stopAtFailpoint float64
 	verbose         bool
 	// exe is the binary re-executed as a worker (default: this one).
 	exe string
@@ -130,6 +149,7 @@ func defaultConfig() config {
 		killMin: 30 * time.Millisecond, killMax: 300 * time.Millisecond,
 		lockTimeout: 2 * time.Second, dispatchers: 2, activityWorkers: 2,
 		active: 36, batch: 12, drainTimeout: 120 * time.Second, timeout: 60 * time.Minute,
+		stopGapMin: 10 * time.Millisecond, stopGapMax: 250 * time.Millisecond, stallMargin: time.Second,
 	}
 }
 
@@ -137,6 +157,9 @@ func defaultConfig() config {
 func (c config) withDerived() config {
 	if c.zombiePause == 0 {
 		c.zombiePause = 2*c.lockTimeout + 500*time.Millisecond
+	}
+	if c.stopMax == 0 {
+		c.stopMax = 2 * c.lockTimeout
 	}
 	return c
 }
@@ -164,14 +187,21 @@ func parseFlags(args []string, stderr io.Writer) (config, int) {
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "give up on the whole run after this long")
 	fs.IntVar(&cfg.zombies, "zombies", 0, "zombie-holder pauses (SIGSTOP past the lease, then SIGCONT) during chaos")
 	fs.DurationVar(&cfg.zombiePause, "zombie-pause", 0, "how long a zombie is stopped (default 2×lock-timeout + 500ms)")
+	fs.IntVar(&cfg.stops, "stops", 0, "stall mode: instead of killing, SIGSTOP worker 0 at random moments at least this many times (each for a random time up to --stop-max, then SIGCONT) while the others ack; fail if any of the others' acks took longer than --lock-timeout + --stall-margin")
+	fs.DurationVar(&cfg.stopMax, "stop-max", 0, "stall mode: longest stop (default 2×lock-timeout)")
+	fs.DurationVar(&cfg.stopGapMin, "stop-gap-min", cfg.stopGapMin, "stall mode: minimum time the stopped worker runs between two stops")
+	fs.DurationVar(&cfg.stopGapMax, "stop-gap-max", cfg.stopGapMax, "stall mode: maximum time the stopped worker runs between two stops")
+	fs.DurationVar(&cfg.stallMargin, "stall-margin", cfg.stallMargin, "stall mode: how much longer than the lock timeout an ack of the other workers may take (their own work under load: the log's group fsync, lock polling, CPU contention)")
+	fs.Float64Var(&cfg.stopAtFailpoint, "stop-at-failpoints", 0, "stall mode: the fraction of stops made at the stopped worker's next failpoint (inside its acks and commits, holding their locks) rather than at a random moment; needs a build with -tags crashtest, on Linux")
 	fs.BoolVar(&cfg.verbose, "v", false, "log every kill and restart")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: chaos [flags]
 
 Runs durofs workers on one directory, SIGKILLs a random worker every
-U(kill-min, kill-max) and restarts it, drains, recovers and checks the
-crash suite's invariants. Prints "violations: N" last; exits 1 on any
-violation or timeout.
+U(kill-min, kill-max) and restarts it (or, with --stops, SIGSTOPs worker 0
+again and again and times the others' acks), drains, recovers and checks
+the crash suite's invariants. Prints "violations: N" last; exits 1 on any
+violation, stall or timeout.
 
 Flags:
 `)
@@ -202,6 +232,18 @@ Flags:
 		problem = "--drain-timeout and --timeout must be positive"
 	case cfg.zombies > 0 && cfg.zombiePause <= cfg.lockTimeout:
 		problem = "--zombie-pause must exceed --lock-timeout"
+	case cfg.stops < 0:
+		problem = "--stops must not be negative"
+	case cfg.stops > 0 && (cfg.zombies > 0 || cfg.kills > 0):
+		problem = "--stops (stall mode) excludes --kills and --zombies"
+	case cfg.stops > 0 && cfg.workers < 2:
+		problem = "--stops needs at least 2 workers (one is stopped, the others are measured)"
+	case cfg.stopAtFailpoint < 0 || cfg.stopAtFailpoint > 1:
+		problem = "--stop-at-failpoints is a fraction between 0 and 1"
+	case cfg.stopAtFailpoint > 0 && !failpointStops():
+		problem = "--stop-at-failpoints needs a build with -tags crashtest (go run -tags crashtest ./scripts/crashtest/chaos) on Linux"
+	case cfg.stops > 0 && (cfg.stopMax <= 0 || cfg.stopGapMin <= 0 || cfg.stopGapMax < cfg.stopGapMin || cfg.stallMargin < 0):
+		problem = "need --stop-max > 0, 0 < --stop-gap-min <= --stop-gap-max and --stall-margin >= 0"
 	}
 	if problem != "" {
 		fmt.Fprintf(stderr, "chaos: %s\n", problem)

@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/durofs/durofs/provider"
@@ -17,19 +19,21 @@ func printReport(w io.Writer, cfg config, r *result) {
 		fmt.Fprintf(w, "  %-31s %s\n", label+":", fmt.Sprintf(format, args...))
 	}
 	rec := func(s provider.RecoveryStats) string {
-		return fmt.Sprintf("%d commit records redone, %d work acks finished, %d torn tails truncated, %d temp files swept, %d staged orphans removed",
-			s.CommitsRedone, s.WorkAcksFinished, s.TornTailsRepaired, s.TempFilesSwept, s.StagedOrphansRemoved)
+		return fmt.Sprintf("%d logged commits redone, %d work acks finished, %d records replayed, %d temp files swept, %d staged orphans removed",
+			s.CommitsRedone, s.WorkAcksFinished, s.RecordsReplayed, s.TempFilesSwept, s.StagedOrphansRemoved)
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
 	fmt.Fprintln(w, "summary")
-	row("kills", "%d SIGKILLs, each restarted at once (%d hit a worker still opening/recovering)", r.kills, r.killedInOpen)
-	row("kills inside a commit", "%d (restarts whose Open found pending work: commits redone + work acks finished + torn tails > 0); %d kills landed with an orchestration ack in flight",
-		r.killsInCommit, r.oracle.KillsWithAckInFlight)
+	if cfg.stops == 0 {
+		row("kills", "%d SIGKILLs, each restarted at once (%d hit a worker still opening/recovering)", r.kills, r.killedInOpen)
+		row("kills inside a commit", "%d (restarts whose Open found pending work: commits redone + work acks finished > 0); %d kills landed with an orchestration ack in flight",
+			r.killsInCommit, r.oracle.KillsWithAckInFlight)
+	}
 	row("recoveries in Open at restart", "%s", rec(r.restartRecovery))
 	row("recoveries by all processes", "%s (Open + background sweeps of %d processes; a killed worker's counts up to its last report)",
 		rec(r.allRecovery), r.incarnations)
-	row("final recovery", "%s, in %v (first aged %d temp and %d staged files left by killed writers past the sweep's minimum age)",
-		rec(r.finalRecovery), ms(r.finalOpen), r.garbageTemps, r.garbageStaged)
+	row("final recovery", "%s, in %v, without replay (this process held the log open; first aged %d temp and %d staged files left by killed writers past the sweep's minimum age); then a lone process replayed %d records",
+		rec(r.finalRecovery), ms(r.finalOpen), r.garbageTemps, r.garbageStaged, r.replayed)
 	row("recovery time", "p50 %s, p99 %s, max %s (restart → worker ready, %d restarts; of which provider.Open p50 %s, p99 %s)",
 		ms(percentile(r.recoveryTimes, 50)), ms(percentile(r.recoveryTimes, 99)), ms(percentile(r.recoveryTimes, 100)),
 		len(r.recoveryTimes), ms(percentile(r.openTimes, 50)), ms(percentile(r.openTimes, 99)))
@@ -66,16 +70,69 @@ func printReport(w io.Writer, cfg config, r *result) {
 		row("zombie holders", "%d of %d rounds stopped a worker holding a lease, past the lease; %d of those %d held-back acks were rejected as stale (%d after another worker took the lease over, %d with the lease merely expired); in all %d stale orchestration acks and %d stale work-item acks were rejected",
 			held, len(r.zombies), rejected, held, taken, rejected-taken, c.Rejected, r.staleWorkAcks)
 	}
+	if st := r.stall; st != nil {
+		ds := durations(st.others)
+		stopped := make([]time.Duration, len(st.stops))
+		var total time.Duration
+		for i, x := range st.stops {
+			stopped[i], total = x.stopped, total+x.stopped
+		}
+		orch := 0
+		for _, a := range st.others {
+			if a.kind == "orch" {
+				orch++
+			}
+		}
+		row("stops", "%d SIGSTOPs of worker slot %d, stopped p50 %s, max %s, %v in all; %d longer than the lock timeout %v; %d landed while it was inside an ack call (of its %d acks)",
+			len(st.stops), stallVictim, ms(percentile(stopped, 50)), ms(percentile(stopped, 100)), total.Round(10*time.Millisecond),
+			st.stoppedLonger, cfg.lockTimeout, st.inVictimAck, st.victimAcks)
+		if cfg.stopAtFailpoint > 0 {
+			names := make([]string, 0, len(st.failpoints))
+			for n := range st.failpoints {
+				names = append(names, n)
+			}
+			slices.SortFunc(names, func(a, b string) int { return st.failpoints[b] - st.failpoints[a] })
+			var top []string
+			for i, n := range names {
+				if i == 8 {
+					top = append(top, fmt.Sprintf("… %d more", len(names)-i))
+					break
+				}
+				top = append(top, fmt.Sprintf("%s %d", n, st.failpoints[n]))
+			}
+			row("stops at failpoints", "%d of the stops (the victim stopped itself at its next failpoint: %s)", st.atFailpoint, strings.Join(top, ", "))
+		}
+		row("others' ack latency", "p50 %s, p99 %s, max %s over %d acks of the other %d workers (%d orchestration, %d work item) made while stops went on",
+			ms(percentile(ds, 50)), ms(percentile(ds, 99)), ms(percentile(ds, 100)), len(ds), cfg.workers-1, orch, len(ds)-orch)
+		bs := durations(st.unstopped)
+		row("baseline", "p50 %s, p99 %s, max %s over the %d of those acks during which worker %d was never stopped",
+			ms(percentile(bs, 50)), ms(percentile(bs, 99)), ms(percentile(bs, 100)), len(bs), stallVictim)
+		for i, a := range st.others {
+			if i == 5 {
+				break
+			}
+			row(fmt.Sprintf("slowest #%d", i+1), "%s %s ack of worker %d, %s", ms(a.d), a.kind, a.worker, st.overlapping(a))
+		}
+		verdict := "PASS"
+		if len(st.slow) > 0 {
+			verdict = "FAIL"
+		}
+		row("stall test", "%s: %d of the others' acks took longer than lock timeout %v + margin %v = %v (not counted: %d stale orchestration acks, rejected because the instance's lease had passed to the stopped worker, whose flock on that instance they waited for)",
+			verdict, len(st.slow), cfg.lockTimeout, cfg.stallMargin, st.threshold, len(st.slowStale))
+	}
 	if r.kept {
 		row("working directory", "kept: %s (data/, logs/, oracle.jsonl, specs.jsonl; check it again with: go run ./scripts/crashtest/chaos check --dir %s)", r.workDir, r.workDir)
 	}
 	for _, f := range r.failures {
 		fmt.Fprintf(w, "FAILED: %s\n", f)
 	}
-	if r.report == nil {
+	if r.report == nil || r.replayReport == nil {
 		fmt.Fprintln(w, "violations: unknown (the check did not run)")
 		return
 	}
-	fmt.Fprintln(w, "invariants")
-	r.report.Write(w, 30)
+	fmt.Fprintln(w, "invariants after the final recovery without replay")
+	r.report.WriteCounts(w, 30)
+	fmt.Fprintln(w, "invariants after a lone process replayed the log")
+	r.replayReport.WriteCounts(w, 30)
+	fmt.Fprintf(w, "violations: %d\n", r.report.Total()+r.replayReport.Total())
 }

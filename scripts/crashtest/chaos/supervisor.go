@@ -55,11 +55,12 @@ type armedIntent struct {
 // supervisor starts, kills and restarts the worker processes and reads
 // their reports into the oracle builder.
 type supervisor struct {
-	cfg  config
-	exe  string
-	data string
-	log  *slog.Logger
-	b    *oracle.Builder
+	cfg     config
+	exe     string
+	data    string
+	stopLog string // stall mode: where the victim reports the failpoints it stopped at
+	log     *slog.Logger
+	b       *oracle.Builder
 
 	olog    *bufio.Writer // oracle.jsonl: every line read, prefixed with the incarnation
 	ologMu  sync.Mutex
@@ -76,6 +77,11 @@ type supervisor struct {
 	nextID    int
 	failures  []string
 
+	// latMu guards lats: the latency of every ack call reported, per slot.
+	latMu       sync.Mutex
+	lats        [][]ackLatency
+	slowReports []slowReport
+
 	armed chan armedIntent
 	// zombieStopped is set while a zombie round has a worker stopped:
 	// kills wait, so that the other workers can take its lease over.
@@ -88,6 +94,7 @@ func newSupervisor(cfg config, exe, data, logs string, olog io.Writer, log *slog
 		olog:   bufio.NewWriterSize(olog, 1<<16),
 		slotMu: make([]sync.Mutex, cfg.workers), slots: make([]*worker, cfg.workers),
 		protected: make([]bool, cfg.workers), nextID: 1, armed: make(chan armedIntent, 64),
+		lats: make([][]ackLatency, cfg.workers), stopLog: filepath.Join(logs, "stops.log"),
 	}
 	for i := range cfg.workers {
 		f, err := os.OpenFile(filepath.Join(logs, fmt.Sprintf("worker-%d.log", i)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -140,8 +147,19 @@ func (s *supervisor) workerArgs() []string {
 // start starts a worker in slot. The caller holds slotMu[slot] (or no
 // other goroutine touches the slot yet).
 func (s *supervisor) start(slot int, restart bool) (*worker, error) {
-	cmd := exec.Command(s.exe, s.workerArgs()...)
+	args := s.workerArgs()
+	if s.cfg.stops > 0 && slot != stallVictim {
+		// The others explain their slow acks (the stopped worker's own
+		// acks are slow by design: no dumps there).
+		args = append(args, "--slow-dump", (s.cfg.lockTimeout + s.cfg.stallMargin).String())
+	}
+	cmd := exec.Command(s.exe, args...)
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	if s.cfg.stops > 0 && s.cfg.stopAtFailpoint > 0 && slot == stallVictim {
+		// Every failpoint: a stop lands at the next step of whatever the
+		// victim is doing (stall.go).
+		cmd.Env = append(cmd.Env, envFailpointStop+"=", envFailpointStopLog+"="+s.stopLog)
+	}
 	cmd.Stderr = s.slotLog[slot]
 	cmd.SysProcAttr = sysProcAttr()
 	out, err := cmd.StdoutPipe()
@@ -240,11 +258,19 @@ func (s *supervisor) handle(w *worker, line []byte) {
 		w.mu.Lock()
 		w.stats = &l
 		w.mu.Unlock()
-	case oracle.TypeWorkAckRejected:
-		if l.Stale {
+	case oracle.TypeSlow:
+		s.latMu.Lock()
+		s.slowReports = append(s.slowReports, slowReport{slot: w.slot, worker: w.id, at: time.Now(), what: l.Err})
+		s.latMu.Unlock()
+	case oracle.TypeWorkAckRejected, oracle.TypeWorkAck, oracle.TypeWorkAckFailed:
+		if l.Type == oracle.TypeWorkAckRejected && l.Stale {
 			s.staleWorkAcks.Add(1)
 		}
+		s.latency(w, "work", l)
 	default:
+		if l.Type == oracle.TypeOK || l.Type == oracle.TypeErr {
+			s.latency(w, "orch", l)
+		}
 		if err := s.b.Add(w.id, l); err != nil {
 			s.fail("worker %d: %v", w.id, err)
 			return
@@ -259,6 +285,54 @@ func (s *supervisor) handle(w *worker, line []byte) {
 			}
 		}
 	}
+}
+
+// ackLatency is one ack call of a worker: when its report was read (about
+// when it returned) and how long it took.
+type ackLatency struct {
+	kind   string    // "orch" or "work"
+	begin  time.Time // when the call began (the worker's clock, this host's)
+	end    time.Time // begin + d
+	d      time.Duration
+	worker int
+	ok     bool
+	stale  bool   // rejected because the lock had expired or passed to another holder
+	taken  bool   // rejected because the lock had passed to another holder
+	inst   string // the instance of an orchestration ack
+	err    string
+}
+
+// slowReport is a worker's report of an ack call running for long.
+type slowReport struct {
+	slot, worker int
+	at           time.Time
+	what         string
+}
+
+// latency records the latency an ack report carries.
+func (s *supervisor) latency(w *worker, kind string, l oracle.Line) {
+	if l.AckMs <= 0 {
+		return
+	}
+	a := ackLatency{kind: kind, begin: time.UnixMicro(l.AckAtUs), d: time.Duration(l.AckMs * float64(time.Millisecond)), worker: w.id,
+		ok: l.Type == oracle.TypeOK || l.Type == oracle.TypeWorkAck, stale: l.Stale, taken: l.Taken, inst: l.Instance, err: l.Err}
+	a.end = a.begin.Add(a.d)
+	s.latMu.Lock()
+	s.lats[w.slot] = append(s.lats[w.slot], a)
+	s.latMu.Unlock()
+}
+
+// latencies returns the ack latencies of the slots for which keep is true.
+func (s *supervisor) latencies(keep func(slot int) bool) []ackLatency {
+	s.latMu.Lock()
+	defer s.latMu.Unlock()
+	var out []ackLatency
+	for slot, ls := range s.lats {
+		if keep(slot) {
+			out = append(out, ls...)
+		}
+	}
+	return out
 }
 
 // current returns slot's worker.

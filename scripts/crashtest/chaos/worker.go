@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -59,6 +64,7 @@ func workerMain(args []string, stdout, stderr io.Writer) int {
 	lockTimeout := fs.Duration("lock-timeout", 2*time.Second, "lock timeout of fetches")
 	nosync := fs.Bool("nosync", false, "ProcessCrashSafe mode")
 	statsEvery := fs.Duration("stats-every", 500*time.Millisecond, "how often to report counters")
+	slowDump := fs.Duration("slow-dump", 0, "dump every goroutine and the flocks held (/proc/locks) to stderr when an ack call is still running after this long (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -90,6 +96,13 @@ func workerMain(args []string, stdout, stderr io.Writer) int {
 	out.emit(oracle.Line{Type: oracle.TypeReady, PID: os.Getpid(), OpenMs: float64(time.Since(start).Microseconds()) / 1000, Recovery: &rs})
 
 	rec := oracle.NewRecorder(p, out.emit, armDelay, *lockTimeout)
+	if *slowDump > 0 {
+		rec.SlowAfter, rec.SlowAck = *slowDump, func(kind string, began time.Time) {
+			if summary, ok := dumpSlow(stderr, *dir, kind, began); ok {
+				out.emit(oracle.Line{Type: oracle.TypeSlow, Err: summary})
+			}
+		}
+	}
 	rt := workload.NewRuntime(rec, workload.RuntimeOptions{
 		Dispatchers: *dispatchers, Workers: *activities, LockTimeout: *lockTimeout, Logger: log, OnAck: rec.OnAck,
 	})
@@ -119,6 +132,79 @@ func workerMain(args []string, stdout, stderr io.Writer) int {
 	wg.Wait()
 	report(true)
 	return exitOK
+}
+
+// dumpMu keeps dumps of concurrent slow acks apart.
+var dumpMu sync.Mutex
+
+// dumpSlow writes every goroutine's stack and the flocks held on this host
+// to w, and returns a summary: which of this process's calls wait for a
+// lock (the provider or queue function that asked for it), and which lock
+// files of the directory dir other processes hold (from /proc/locks, by
+// inode).
+//
+// One dump at a time: a slow ack while another dump is being written is
+// not dumped (ok false); the dump in progress shows the same waits.
+func dumpSlow(w io.Writer, dir, kind string, began time.Time) (summary string, ok bool) {
+	if !dumpMu.TryLock() {
+		return "", false
+	}
+	defer dumpMu.Unlock()
+	fmt.Fprintf(w, "=== slow %s ack: still running %v after it began (pid %d)\n", kind, time.Since(began).Round(time.Millisecond), os.Getpid())
+	locks, _ := os.ReadFile("/proc/locks")
+	fmt.Fprintf(w, "--- /proc/locks\n%s", locks)
+	var stacks bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+	fmt.Fprintf(w, "--- goroutines\n%s=== end of slow ack dump\n", stacks.Bytes())
+
+	// Lock files of dir by inode.
+	byInode := map[uint64]string{}
+	for _, pat := range []string{"instances/*/lock", "queues/*/locks/*.lock", "wal/*.lock", "sessions/*.lock"} {
+		paths, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, p := range paths {
+			if fi, err := os.Stat(p); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					rel, _ := filepath.Rel(dir, p)
+					byInode[uint64(st.Ino)] = rel
+				}
+			}
+		}
+	}
+	var held []string
+	for _, line := range strings.Split(string(locks), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF"
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" {
+			continue
+		}
+		dev := strings.Split(f[5], ":")
+		ino, err := strconv.ParseUint(dev[len(dev)-1], 10, 64)
+		if path, ok := byInode[ino]; err == nil && ok && f[4] != strconv.Itoa(os.Getpid()) {
+			held = append(held, "pid "+f[4]+" holds "+path)
+		}
+	}
+	// Goroutines waiting for a lock, by the function that asked for it.
+	var waiting []string
+	for _, g := range strings.Split(stacks.String(), "\n\n") {
+		if !strings.Contains(g, "vfs.(*noFollowFS).Lock") && !strings.Contains(g, "vfs.(*procMutex).lock") && !strings.Contains(g, "vfs.OS.Lock") {
+			continue
+		}
+		var frames []string
+		for _, l := range strings.Split(g, "\n") {
+			if fn, ok := strings.CutPrefix(l, "github.com/durofs/durofs/"); ok && !strings.HasPrefix(fn, "internal/vfs") {
+				if i := strings.LastIndex(fn, "("); i > 0 {
+					fn = fn[:i] // the arguments
+				}
+				frames = append(frames, fn)
+				if len(frames) == 3 {
+					break
+				}
+			}
+		}
+		waiting = append(waiting, strings.Join(frames, " < "))
+	}
+	return fmt.Sprintf("pid %d waits for a lock in: %s; flocks of the directory held by other processes: %s",
+		os.Getpid(), strings.Join(waiting, " | "), strings.Join(held, ", ")), true
 }
 
 // watchParent exits the process when its parent dies (the supervisor was

@@ -27,6 +27,14 @@ const (
 	// TypeWorkAckRejected: an AckWorkItem failed because the work item's
 	// lock was lost (expired or taken over) or the item was cancelled.
 	TypeWorkAckRejected = "wack"
+	// TypeWorkAck: an AckWorkItem returned nil (with its latency; other
+	// failures than TypeWorkAckRejected's come as TypeWorkAckFailed).
+	TypeWorkAck = "wok"
+	// TypeWorkAckFailed: an AckWorkItem failed with a retryable error.
+	TypeWorkAckFailed = "wfail"
+	// TypeSlow: an ack call has been running for long (the stall test);
+	// Err says what the worker's calls wait for and who holds it.
+	TypeSlow = "slow"
 	// TypeStats: the worker's counters (periodically and at a graceful exit).
 	TypeStats = "stats"
 
@@ -61,6 +69,11 @@ type Line struct {
 	// the delay overran by more than the lock timeout (err, ok).
 	Armed  bool `json:"armed,omitempty"`
 	Paused bool `json:"paused,omitempty"`
+	// AckMs is how long the provider call took, in milliseconds (ok, err,
+	// wok, wack, wfail; an armed ack's delay is not included).
+	AckMs float64 `json:"ack_ms,omitempty"`
+	// AckAtUs is when that call began (Unix microseconds).
+	AckAtUs int64 `json:"ack_at_us,omitempty"`
 	// PID, OpenMs and Recovery describe a ready worker; Recovery and Stats
 	// also come with stats lines.
 	PID      int                     `json:"pid,omitempty"`
@@ -96,6 +109,12 @@ type Recorder struct {
 	// and pauseAfter how much longer it must have taken to count as paused.
 	armDelay, pauseAfter time.Duration
 
+	// SlowAck, if set, is called (from another goroutine) when an ack call
+	// is still running SlowAfter after it began: the stall test's workers
+	// dump their goroutines then, to show what the call waits for.
+	SlowAck   func(kind string, began time.Time)
+	SlowAfter time.Duration
+
 	mu     sync.Mutex
 	seq    uint64
 	armed  bool
@@ -107,6 +126,8 @@ type Recorder struct {
 type okInfo struct {
 	seq           uint64
 	armed, paused bool
+	ackMs         float64
+	ackAt         int64
 }
 
 // NewRecorder wraps p. armDelay and pauseAfter configure [Recorder.Arm]
@@ -165,15 +186,18 @@ func (r *Recorder) AckOrchestrationItem(ctx context.Context, lockToken string, e
 		}
 		paused = time.Since(start) >= r.armDelay+r.pauseAfter
 	}
+	callStart := time.Now()
+	defer r.watch("orch", callStart)()
 	err := r.Provider.AckOrchestrationItem(ctx, lockToken, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	ackMs := msSince(callStart)
 	if err != nil {
 		r.emit(Line{Type: TypeErr, Seq: seq, Instance: instance, Exec: executionID, Err: err.Error(), Stale: lockLost(err),
-			Taken: errors.Is(err, provider.ErrInvalidLockToken), Armed: armed, Paused: paused})
+			Taken: errors.Is(err, provider.ErrInvalidLockToken), Armed: armed, Paused: paused, AckMs: ackMs, AckAtUs: callStart.UnixMicro()})
 		return err
 	}
 	r.mu.Lock()
 	delete(r.tokens, lockToken)
-	r.okSeq[instance] = okInfo{seq: seq, armed: armed, paused: paused}
+	r.okSeq[instance] = okInfo{seq: seq, armed: armed, paused: paused, ackMs: ackMs, ackAt: callStart.UnixMicro()}
 	r.mu.Unlock()
 	return nil
 }
@@ -194,7 +218,7 @@ func (r *Recorder) OnAck(instance string, executionID uint64, events []provider.
 	delete(r.okSeq, instance)
 	r.mu.Unlock()
 	r.emit(Line{Type: TypeOK, Seq: info.seq, Instance: instance, Exec: executionID, Events: eventJSON(events),
-		Armed: info.armed, Paused: info.paused})
+		Armed: info.armed, Paused: info.paused, AckMs: info.ackMs, AckAtUs: info.ackAt})
 }
 
 // FetchWorkItem implements provider.Provider, reporting every activity
@@ -210,14 +234,40 @@ func (r *Recorder) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 	return li, err
 }
 
-// AckWorkItem implements provider.Provider, reporting acks rejected because
-// the lock was lost.
+// AckWorkItem implements provider.Provider, reporting every call with its
+// latency: acks rejected because the lock was lost (or the item was
+// cancelled), other failures, and successes.
 func (r *Recorder) AckWorkItem(ctx context.Context, token string, completion provider.WorkItem) error {
+	start := time.Now()
+	stopWatch := r.watch("work", start)
 	err := r.Provider.AckWorkItem(ctx, token, completion)
-	if err != nil && !provider.IsRetryable(err) {
-		r.emit(Line{Type: TypeWorkAckRejected, Err: err.Error(), Stale: lockLost(err)})
+	stopWatch()
+	ackMs := msSince(start)
+	switch {
+	case err == nil:
+		r.emit(Line{Type: TypeWorkAck, AckMs: ackMs, AckAtUs: start.UnixMicro()})
+	case !provider.IsRetryable(err):
+		r.emit(Line{Type: TypeWorkAckRejected, Err: err.Error(), Stale: lockLost(err), AckMs: ackMs, AckAtUs: start.UnixMicro()})
+	default:
+		r.emit(Line{Type: TypeWorkAckFailed, Err: err.Error(), AckMs: ackMs, AckAtUs: start.UnixMicro()})
 	}
 	return err
+}
+
+// watch calls SlowAck if the call that began at began is still running
+// SlowAfter later; the returned function ends the watch.
+func (r *Recorder) watch(kind string, began time.Time) func() {
+	if r.SlowAck == nil || r.SlowAfter <= 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(r.SlowAfter, func() { r.SlowAck(kind, began) })
+	return func() { t.Stop() }
+}
+
+// msSince returns the time since start in milliseconds (at least 0.001, so
+// that a reported latency is never omitted as zero).
+func msSince(start time.Time) float64 {
+	return max(float64(time.Since(start).Microseconds())/1000, 0.001)
 }
 
 // lockLost reports whether err says the caller's lock had expired or been
