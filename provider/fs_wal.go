@@ -451,6 +451,11 @@ func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error 
 	if err := p.wal.Err(); err != nil {
 		return err
 	}
+	// Holding the checkpoint lock, a checkpoint file's temporary is a dead
+	// checkpointer's.
+	if err := p.wal.RemoveCheckpointTemps(); err != nil {
+		return err
+	}
 	recs, from, end, err := p.scanLog()
 	if err != nil {
 		return err

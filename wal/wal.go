@@ -778,6 +778,24 @@ func (l *Log) SetCheckpoint(lsn LSN) error {
 	return nil
 }
 
+// RemoveCheckpointTemps removes the temporary files SetCheckpoint leaves
+// when its process dies mid-write. Call it holding the same exclusion
+// SetCheckpoint's callers use (no checkpoint is being written meanwhile).
+func (l *Log) RemoveCheckpointTemps() error {
+	names, err := l.fs.ReadDirNames(l.dir)
+	if err != nil {
+		return fmt.Errorf("wal: list %s: %w", l.dir, err)
+	}
+	for _, n := range names {
+		if vfs.IsTemp(n) && strings.Contains(n, checkpointName) {
+			if err := l.fs.Remove(filepath.Join(l.dir, n)); err != nil && !vfs.IsNotExist(err) {
+				return fmt.Errorf("wal: remove %s: %w", n, err)
+			}
+		}
+	}
+	return nil
+}
+
 // Scan calls fn for every valid frame at or after from, in log order, up to
 // the end of the log as it is when each segment is read. It returns the LSN
 // just after the last valid frame it saw (from, if none): scanning again from

@@ -421,3 +421,27 @@ func TestSameBoot(t *testing.T) {
 		l.Close()
 	}
 }
+
+// A checkpoint's temporary file left by a dead writer is removed.
+func TestRemoveCheckpointTemps(t *testing.T) {
+	fsys := vfs.NewStrictMem()
+	l := openT(t, fsys, 0)
+	stale := filepath.Join(testDir, vfs.TempPrefix+checkpointName+"-dead")
+	other := filepath.Join(testDir, vfs.TempPrefix+"other")
+	for _, p := range []string{stale, other} {
+		f, err := fsys.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if err := l.RemoveCheckpointTemps(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat(stale); !vfs.IsNotExist(err) {
+		t.Fatalf("stale checkpoint temp still there: %v", err)
+	}
+	if _, err := fsys.Stat(other); err != nil {
+		t.Fatalf("another temp was removed: %v", err)
+	}
+}
