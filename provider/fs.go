@@ -131,6 +131,9 @@ type FSProvider struct {
 
 	// gw holds the workflow queues (fs_gw.go).
 	gw gwEngine
+
+	// stuck holds the commits this process could not apply (fs_stuck.go).
+	stuck stuckSet
 }
 
 var _ Provider = (*FSProvider)(nil)

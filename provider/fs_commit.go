@@ -162,8 +162,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	// logged and left to the next flock holder's redo, never reported as a
 	// failed ack (the runtime would retry a turn that already happened).
 	if err := p.apply(ctx, g, rec, false); err != nil {
-		p.log.Warn("durofs: ack committed, apply deferred to recovery", "instance", rec.Instance, "err", err)
-		p.stats.applyDeferred.Add(1)
+		p.applyDeferredTo(ctx, "ack", key, rec.Instance, rec, err)
 	}
 	failpoint.Hit("ack.after_apply")
 	p.notify()

@@ -33,6 +33,9 @@ type orchState struct {
 	// finished (fs_wal.go): set before its record is appended to the log,
 	// cleared by the apply's last write.
 	Pending *pendingMark `json:"pending,omitempty"`
+	// Queued are commits to apply after Pending, in order: set only by a
+	// replay for an instance whose record failed to apply (fs_stuck.go).
+	Queued []pendingMark `json:"queued,omitempty"`
 }
 
 func decodeOrchState(l lease.Lease) orchState {
@@ -53,7 +56,7 @@ func decodeOrchState(l lease.Lease) orchState {
 }
 
 func (st orchState) encode() json.RawMessage {
-	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 && st.Pending == nil {
+	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 && st.Pending == nil && len(st.Queued) == 0 {
 		return nil
 	}
 	b, _ := jsonMarshal(st)
@@ -188,6 +191,9 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 				continue
 			}
 		}
+		if p.skipStuck(key) {
+			continue // its commit cannot be applied (fs_stuck.go): retried after a back-off
+		}
 		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
 		if err != nil {
 			if unusableInstance(err) {
@@ -205,6 +211,10 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		if err != nil {
 			if unusableInstance(err) {
 				p.warnUnusable(key, e.Attrs[attrInstance], err)
+				continue
+			}
+			if isStuck(err) {
+				p.stats.stuckSkips.Add(1) // logged by noteStuck
 				continue
 			}
 			return nil, err
@@ -257,7 +267,7 @@ func (p *FSProvider) fetchBusy(ctx context.Context, e fsqueue.Entry, wait, lockT
 	}
 	defer g.Unlock()
 	item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
-	if err != nil && unusableInstance(err) {
+	if err != nil && (unusableInstance(err) || isStuck(err)) {
 		return nil, nil
 	}
 	return item, err

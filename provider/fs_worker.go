@@ -260,8 +260,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		afterCommitPoint("work_ack")
 		failpoint.Hit("workack.after_commit")
 		if err := p.applyWorkAck(g, rec, false); err != nil {
-			p.log.Warn("durofs: work ack committed, apply deferred to recovery", "item", name, "err", err)
-			p.stats.applyDeferred.Add(1)
+			p.applyDeferredTo(ctx, "work ack", "w:"+name, "", rec, err)
 		}
 		return nil
 	})
@@ -355,7 +354,7 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 		if err := p.wal.Err(); err != nil {
 			return err
 		}
-		if lr, err = p.findRecord(&d.pendingMark); err != nil {
+		if lr, err = p.findRecord("", &d.pendingMark); err != nil {
 			return err
 		}
 	}

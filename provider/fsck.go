@@ -617,7 +617,7 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 		return false
 	}
 	path := r.p.leasePath(key)
-	lr, err := r.p.findRecord(st.Pending)
+	lr, err := r.p.findRecord(key, st.Pending)
 	if err != nil {
 		r.ioError(filepath.Join(r.p.dir, "wal"), err)
 		return true
@@ -1208,7 +1208,7 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 		return nil // an unreadable lease is reported with its instance
 	}
 	if st := decodeOrchState(cur); st.Pending != nil {
-		lr, err := p.findRecord(st.Pending)
+		lr, err := p.findRecord(src, st.Pending)
 		if err != nil || (lr != nil && slices.ContainsFunc(lr.rec.Publish, func(q queueRef) bool { return q.Name == name })) {
 			return nil // committed: the redo publishes it
 		}

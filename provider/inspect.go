@@ -295,7 +295,7 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 	}
 	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
 		if st := decodeOrchState(cur); st.Pending != nil {
-			if lr, err := p.findRecord(st.Pending); err == nil && lr != nil {
+			if lr, err := p.findRecord(key, st.Pending); err == nil && lr != nil {
 				pc := pendingInfo(*lr, key)
 				d.PendingCommit = &pc
 			}
