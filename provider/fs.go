@@ -191,6 +191,9 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		p.Close()
 		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
 	}
+	if n := p.stuckCount(); n > 0 {
+		p.log.Error("durofs: open: committed changes cannot be applied; their instances are not served until they can be (see StuckCommits, durofs fsck)", "dir", dir, "count", n)
+	}
 	interval := opts.SweepInterval
 	if interval == 0 {
 		interval = 2 * time.Second

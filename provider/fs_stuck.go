@@ -305,10 +305,12 @@ type parkedEntry struct {
 	lr        loggedRecord
 }
 
-func (p *FSProvider) unappliedDir() string          { return filepath.Join(p.dir, "unapplied") }
-func (p *FSProvider) parkedDir(key string) string   { return filepath.Join(p.unappliedDir(), key) }
-func parkedName(lsn wal.LSN, id string) string      { return fmt.Sprintf("%016x-%s.json", uint64(lsn), id) }
-func parkedKind(kind string) bool                   { return kind == "" || kind == kindPrune || kind == kindDelete || kind == kindGW }
+func (p *FSProvider) unappliedDir() string        { return filepath.Join(p.dir, "unapplied") }
+func (p *FSProvider) parkedDir(key string) string { return filepath.Join(p.unappliedDir(), key) }
+func parkedName(lsn wal.LSN, id string) string    { return fmt.Sprintf("%016x-%s.json", uint64(lsn), id) }
+func parkedKind(kind string) bool {
+	return kind == "" || kind == kindPrune || kind == kindDelete || kind == kindGW
+}
 func (p *FSProvider) parkedPath(key string, lsn wal.LSN, id string) string {
 	return filepath.Join(p.parkedDir(key), parkedName(lsn, id))
 }

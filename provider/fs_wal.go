@@ -724,6 +724,7 @@ func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (ensure
 			return ensureBusy, nil, err
 		}
 		if err != nil || !exists || workMark(c) != rec.CommitID {
+			p.noteApplied("w:" + rec.Item)
 			return ensureDone, nil, nil // unreadable claims are volatile, never a commit's mark
 		}
 		err = p.workQ.WithClaim(lctx, rec.Item, func(g *fsqueue.ClaimGuard) error {

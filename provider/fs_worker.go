@@ -376,7 +376,13 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 		return err
 	}
 	failpoint.Hit("workack.redo_start")
-	return p.applyWorkAck(g, lr.rec, false)
+	if err := p.applyWorkAck(g, lr.rec, false); err != nil {
+		key := "w:" + lr.rec.Item
+		p.noteStuck(key, "", lr.rec.CommitID, lr.lsn, err)
+		return &applyError{key: key, id: lr.rec.CommitID, err: err}
+	}
+	p.noteApplied("w:" + lr.rec.Item)
+	return nil
 }
 
 // finishAckedClaims settles every claim marked acked whose writer died:
@@ -401,6 +407,9 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 		cancel()
 		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			continue // busy: next pass
+		}
+		if isStuck(err) {
+			continue // cannot be applied yet (fs_stuck.go): logged, retried
 		}
 		if err != nil {
 			return n, err

@@ -103,6 +103,13 @@ const (
 	// or deletion group) or an acked work-item claim whose apply did not
 	// finish. Repaired by applying it (the provider's redo).
 	FsckPendingCommit = "pending_commit"
+	// FsckStuckCommit: a committed change that could not be applied: moved
+	// out of the write-ahead log into unapplied/ (parked), or still pending
+	// in the log MinAge after its commit. Its instance is not served until
+	// it is applied (see StuckCommits). Repaired by applying it, which
+	// works once its cause (an unwritable or failing file) is gone; the
+	// finding's action then says what still fails.
+	FsckStuckCommit = "stuck_commit"
 	// FsckCounterDrift: instance.json's executions, total_events, status,
 	// completed_at or current execution, or a state.json's event_count or
 	// execution_id, disagree with the files; or instance.json is missing
@@ -630,8 +637,19 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 		}
 		return false
 	}
-	f := r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(lr.rec))
-	f.Action = "fsck --repair (or any durofs process's recovery) applies it"
+	var f *FsckFinding
+	if age := r.now.Sub(time.UnixMilli(lr.rec.CommittedMs)); lr.parked || age >= r.opts.MinAge {
+		where := "still in the write-ahead log"
+		if lr.parked {
+			where = "moved out of the write-ahead log to " + r.rel(r.p.parkedPath(key, lr.lsn, lr.rec.CommitID))
+		}
+		f = r.add(FsckStuckCommit, SeverityError, path, "instance %q: %s %s after its commit (%s): its apply fails, and the instance is not served until it can be applied",
+			instanceOf(key, lr.rec), describeCommit(lr.rec), age.Round(time.Second), where)
+		f.Action = "fix what its apply fails on (durofs processes log the error; fsck --repair tries it and shows it); every checkpoint retries it"
+	} else {
+		f = r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(lr.rec))
+		f.Action = "fsck --repair (or any durofs process's recovery) applies it"
+	}
 	if r.repair && g != nil {
 		r.fixed(f, r.p.redoPending(ctx, g, key), "applied")
 		return !f.Repaired

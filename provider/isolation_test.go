@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/clock"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/wal"
@@ -214,8 +215,16 @@ func TestStuckCommitFetchServesOthers(t *testing.T) {
 				}
 				mustNoErr(t, p.AbandonOrchestrationItem(ctx, it.LockToken, 0, true))
 			}
+			// After the back-off the fetch tries bad again, fails, and
+			// still serves good.
+			clk.Advance(time.Minute)
+			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			if err != nil || it == nil || it.Item.Instance != "good" {
+				t.Fatalf("fetch after the back-off = %+v, %v; want good's turn", it, err)
+			}
+			mustNoErr(t, p.AbandonOrchestrationItem(ctx, it.LockToken, 0, true))
 			rs := p.RecoveryStats()
-			if rs.ApplyFailures < 1 || rs.StuckSkips < 2 {
+			if rs.ApplyFailures < 2 || rs.StuckSkips < 3 {
 				t.Errorf("RecoveryStats = %+v; want apply failures and skips counted", rs)
 			}
 			wantStuck(t, p, id, false)
@@ -500,4 +509,162 @@ func orchStateOf(t *testing.T, p *FSProvider, inst string) orchState {
 	cur, _, err := p.leases.Inspect(context.Background(), p.lockPath(key), p.leasePath(key))
 	mustNoErr(t, err)
 	return decodeOrchState(cur)
+}
+
+// TestStuckCommitFsck: fsck names an instance whose commit cannot be
+// applied (an error, once the commit is older than MinAge, and at once
+// when parked); a repair while the cause is there says what fails, and
+// applies it once the cause is gone.
+func TestStuckCommitFsck(t *testing.T) {
+	for _, b := range breakages {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newBrokenFS(t)
+			// The provider's clock is an hour behind fsck's: the commit is
+			// an hour old when fsck looks.
+			clk := clock.NewManual(time.Now().Add(-time.Hour))
+			p := openT(t, "/d", isolationOptions(f, clk))
+			createInstance(t, p, "bad")
+			createInstance(t, p, "good")
+			mustNoErr(t, p.Checkpoint(ctx))
+			stuckTurn(t, p, f, b)
+			fsck := func(repair bool) *FsckFinding {
+				t.Helper()
+				run := newFsckRun(p, FsckOptions{Logger: quietLog, MinAge: time.Minute, StaleAfter: time.Hour}, repair)
+				mustNoErr(t, run.scan(ctx))
+				var found *FsckFinding
+				for _, fd := range run.findings {
+					if fd.Kind == FsckStuckCommit {
+						if found != nil {
+							t.Fatalf("two stuck-commit findings: %+v, %+v", found, fd)
+						}
+						found = fd
+					}
+				}
+				return found
+			}
+			fd := fsck(false)
+			if fd == nil || fd.Severity != SeverityError || fd.Path != "instances/bad/lease.json" || !strings.Contains(fd.Detail, `"bad"`) {
+				t.Fatalf("fsck finding = %+v; want an error naming bad", fd)
+			}
+			mustNoErr(t, p.Checkpoint(ctx))
+			if fd := fsck(false); fd == nil || !strings.Contains(fd.Detail, "unapplied/") {
+				t.Fatalf("fsck finding after the checkpoint parked it = %+v; want it named, in unapplied/", fd)
+			}
+			if fd := fsck(true); fd == nil || fd.Repaired || !strings.Contains(fd.Action, b.err.Error()) {
+				t.Fatalf("fsck --repair while the cause is there = %+v; want not repaired, saying %v", fd, b.err)
+			}
+			f.fix()
+			if fd := fsck(true); fd == nil || !fd.Repaired {
+				t.Fatalf("fsck --repair once fixed = %+v; want repaired", fd)
+			}
+			wantBadApplied(t, p)
+			if fd := fsck(false); fd != nil {
+				t.Errorf("fsck after the repair: %+v", fd)
+			}
+		})
+	}
+}
+
+// TestParkPublishesOnce: parking publishes a stuck record's messages exactly
+// once: one whose staged file was lost is written from the record, one that
+// was published and consumed since (by a later record) is not written again.
+func TestParkPublishesOnce(t *testing.T) {
+	ctx := context.Background()
+	t.Run("staged files lost", func(t *testing.T) {
+		p, _, _, id := setupStuck(t, breakages[0])
+		for _, q := range []string{"orchestrator", "worker"} {
+			staged, err := p.queue(q).Staged()
+			mustNoErr(t, err)
+			if len(staged) != 1 {
+				t.Fatalf("staged in %s: %+v, want the stuck turn's", q, staged)
+			}
+			mustNoErr(t, p.queue(q).Unstage(staged[0].Name))
+		}
+		mustNoErr(t, p.Checkpoint(ctx))
+		wantStuck(t, p, id, true)
+		if work, _ := p.workQ.List(); len(work) != 1 {
+			t.Errorf("worker queue = %+v, want bad's activity, written from the record", work)
+		}
+		if got := orchMessagesFor(t, p, "good"); fmt.Sprint(got) != "[from-bad]" {
+			t.Errorf("messages for good = %v, want bad's, written from the record", got)
+		}
+	})
+	t.Run("published and consumed", func(t *testing.T) {
+		p, _, _, id := setupStuck(t, breakages[0])
+		staged, err := p.orchQ.Staged()
+		mustNoErr(t, err)
+		if len(staged) != 1 {
+			t.Fatalf("staged: %+v", staged)
+		}
+		// A partial apply got as far as publishing it, and good consumed it.
+		if ok, err := p.orchQ.Publish(staged[0].Name); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != "good" {
+			t.Fatalf("fetch = %+v, %v; want good's turn", it, err)
+		}
+		ev := started("good")
+		ev.EventID, ev.Kind = 2, ExternalEvent{Name: "from-bad", Data: "y"}
+		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+		mustNoErr(t, p.Checkpoint(ctx))
+		wantStuck(t, p, id, true)
+		if got := orchMessagesFor(t, p, "good"); len(got) != 0 {
+			t.Errorf("messages for good = %v; want none (consumed)", got)
+		}
+	})
+}
+
+// TestStuckWorkAckDoesNotBlockOpen: a work ack whose apply fails after its
+// commit point (its item cannot be removed) does not make Open fail; the
+// checkpoint stays before it (it is not parked) and reports it; once the
+// cause is gone it is applied once.
+func TestStuckWorkAckDoesNotBlockOpen(t *testing.T) {
+	ctx := context.Background()
+	f := newBrokenFS(t)
+	clk := clock.NewManual(time.Now())
+	opts := isolationOptions(f, clk)
+	p := openT(t, "/d", opts)
+	mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "wi", ExecutionID: 1, ID: 7, Name: "a", Input: "x"}))
+	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatal(w, err)
+	}
+	ct, _ := parseWorkToken(w.LockToken)
+	name, _ := fsqueue.NameFromToken(ct)
+	item := filepath.Join(p.workQ.Dir(), name+".json")
+	testHookAfterCommitPoint = func(string) {
+		f.breakFiles(func(path string) bool { return path == item }, syscall.EPERM, true)
+	}
+	err = p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "wi", ExecutionID: 1, ID: 7, Result: "r"})
+	testHookAfterCommitPoint = nil
+	mustNoErr(t, err)
+	recs, _, _, err := p.scanLog()
+	mustNoErr(t, err)
+	lsn := recs[len(recs)-1].lsn
+
+	q, err := Open("/d", opts)
+	if err != nil {
+		t.Fatalf("Open with a work ack that cannot be applied: %v", err)
+	}
+	sc, err := q.StuckCommits(ctx)
+	mustNoErr(t, err)
+	if len(sc) != 1 || sc[0].Key != "w:"+name || sc[0].Parked {
+		t.Errorf("StuckCommits = %+v, want the work ack, not parked", sc)
+	}
+	mustNoErr(t, q.Close())
+	mustNoErr(t, p.Checkpoint(ctx))
+	if ck, _ := p.wal.Checkpoint(); ck > lsn {
+		t.Fatalf("the checkpoint (%v) passed the unapplied work ack at %v", ck, lsn)
+	}
+	f.fix()
+	mustNoErr(t, p.Checkpoint(ctx))
+	if ck, _ := p.wal.Checkpoint(); ck <= lsn {
+		t.Errorf("the checkpoint (%v) did not pass the work ack at %v once applied", ck, lsn)
+	}
+	wantWorkAcked(t, p, 7)
+	if sc, _ := p.StuckCommits(ctx); len(sc) != 0 {
+		t.Errorf("StuckCommits after the fix = %+v", sc)
+	}
 }
