@@ -124,7 +124,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	now := g.Now()
 	nowMs := now.UnixMilli()
 	if !cur.HeldAt(nowMs) {
-		return Permanentf(op, ErrLockExpired, "Instance lock expired")
+		return Permanentf(op, errTokenExpired, "Instance lock expired")
 	}
 	st := decodeOrchState(cur)
 	rec, staged, err := p.buildCommit(key, cur, st, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities, nowMs)
@@ -144,7 +144,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	// 14). We hold the flock, so only time can have changed it.
 	if !cur.HeldAt(g.Now().UnixMilli()) {
 		p.unstage(staged)
-		return Permanentf(op, ErrLockExpired, "Instance lock expired")
+		return Permanentf(op, errTokenExpired, "Instance lock expired")
 	}
 
 	// Steps 2 and 3: mark, append, sync (fs_wal.go). A failure before the

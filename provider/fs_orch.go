@@ -609,8 +609,11 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 		return Retryablef(op, err, "read lease: %v", err)
 	}
 	nowMs := g.Now().UnixMilli()
-	if cur.Token == "" || cur.Token != lt || !cur.HeldAt(nowMs) {
+	if cur.Token == "" || cur.Token != lt {
 		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+	}
+	if !cur.HeldAt(nowMs) {
+		return Permanentf(op, errTokenExpired, "Lock token invalid, expired, or already acked")
 	}
 	cur.ExpiresAtMs = nowMs + extendFor.Milliseconds()
 	if err := g.Write(cur); err != nil {
