@@ -132,7 +132,7 @@ const (
 	// FsckUnknownInstance: queued messages for an instance that has no
 	// instance.json, no history, no pending commit and no queued start
 	// (info while younger than StaleAfter, then a warning). Not repaired:
-	// `durofs delete <instance> --force` removes them.
+	// `durofs drain <instance>` (DrainOrphanMessages) removes them.
 	FsckUnknownInstance = "unknown_instance"
 )
 
@@ -1344,7 +1344,7 @@ func (r *fsckRun) checkUnknownInstances() {
 		f := r.add(FsckUnknownInstance, sev, filepath.Join(r.p.dir, "queues", m0.queue, m0.name+".json"),
 			"message(s) for instance %q, which has no instance.json, no history and no queued start: %s; oldest enqueued %s ago",
 			m0.instance, strings.Join(parts, ", "), ago(r.now, oldest))
-		f.Action = fmt.Sprintf("not repaired by fsck; if the instance is gone for good: durofs delete %s --force", shellQuote(m0.instance))
+		f.Action = fmt.Sprintf("not repaired by fsck; if the instance will never start: durofs drain %s", shellQuote(m0.instance))
 	}
 }
 
