@@ -170,6 +170,9 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 	}
 	tried := map[string]bool{}
 	var busy []fsqueue.Entry // instances whose flock was held when tried
+	// failed is the first instance's error: returned only if no other
+	// instance can be served (one failing instance never blocks the queue).
+	var failed error
 	for _, e := range entries {
 		key := e.Attrs[attrKey]
 		if key == "" || tried[key] {
@@ -200,7 +203,10 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 				p.warnUnusable(key, e.Attrs[attrInstance], err)
 				continue // one damaged instance never blocks the queue
 			}
-			return nil, Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
+			if failed == nil {
+				failed = Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
+			}
+			continue
 		}
 		if !ok {
 			busy = append(busy, e) // another fetch, ack or cleanup is inside it right now
@@ -217,7 +223,10 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 				p.stats.stuckSkips.Add(1) // logged by noteStuck
 				continue
 			}
-			return nil, err
+			if failed == nil {
+				failed = err
+			}
+			continue
 		}
 		if item != nil {
 			return item, nil
@@ -238,7 +247,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 			return item, err
 		}
 	}
-	return nil, nil
+	return nil, failed
 }
 
 // busyWait bounds how long a fetch that found nothing else waits in all for

@@ -143,6 +143,9 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 					}
 					return p.removeStaged(q, sf.Name)
 				})
+				if isStuck(err) {
+					continue // its work ack cannot be applied yet: it may publish this file
+				}
 				if err != nil {
 					return err
 				}
@@ -156,7 +159,8 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 			}
 			g, ok, err := p.leases.TryLock(p.lockPath(src), p.leasePath(src))
 			if err != nil {
-				return err
+				p.warnUnusable(src, instanceIDOf(src), err)
+				continue // one instance that cannot be locked must not stop the pass
 			}
 			if !ok {
 				continue // its instance is busy; next sweep
@@ -168,6 +172,10 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 			g.Unlock()
 			if isStuck(err) {
 				continue // its commit cannot be applied yet: it may publish this file
+			}
+			if err != nil && p.wal.Err() == nil && !errors.Is(err, ctx.Err()) {
+				p.warnUnusable(src, instanceIDOf(src), err)
+				continue // this instance's files fail: decided on the next pass
 			}
 			if err != nil {
 				return err

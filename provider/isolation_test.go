@@ -111,11 +111,22 @@ type breakage struct {
 	name       string
 	err        error
 	writesOnly bool
+	// files picks the files that fail (nil: dataFiles).
+	files func(p *FSProvider, inst string) func(string) bool
+}
+
+// allFiles picks every file of an instance but its lock file (its lease
+// too).
+func allFiles(p *FSProvider, inst string) func(string) bool {
+	key := instanceKey(inst)
+	dir := p.instDir(key) + string(filepath.Separator)
+	lock := p.lockPath(key)
+	return func(path string) bool { return path != lock && strings.HasPrefix(path, dir) }
 }
 
 var breakages = []breakage{
-	{"unwritable (EPERM)", syscall.EPERM, true},
-	{"EIO", syscall.EIO, false},
+	{name: "unwritable (EPERM)", err: syscall.EPERM, writesOnly: true},
+	{name: "EIO", err: syscall.EIO},
 }
 
 // isolationOptions are the options of these tests: no background work, a
@@ -135,7 +146,11 @@ func stuckTurn(t *testing.T, p *FSProvider, f *brokenFS, b breakage) string {
 	if err != nil || it == nil || it.Item.Instance != "bad" {
 		t.Fatalf("fetch bad: %+v %v", it, err)
 	}
-	testHookAfterCommitPoint = func(string) { f.breakFiles(dataFiles(p, "bad"), b.err, b.writesOnly) }
+	files := b.files
+	if files == nil {
+		files = dataFiles
+	}
+	testHookAfterCommitPoint = func(string) { f.breakFiles(files(p, "bad"), b.err, b.writesOnly) }
 	defer func() { testHookAfterCommitPoint = nil }()
 	ev := started("bad")
 	ev.EventID, ev.Kind = 2, ExternalEvent{Name: "e", Data: "1"}
@@ -146,11 +161,9 @@ func stuckTurn(t *testing.T, p *FSProvider, f *brokenFS, b breakage) string {
 	if got := p.RecoveryStats().ApplyDeferred; got != 1 {
 		t.Fatalf("ApplyDeferred = %d, want 1 (the apply must have failed)", got)
 	}
-	m := leaseMark(t, p, "bad")
-	if m == nil {
-		t.Fatal("bad's lease marks no pending commit")
-	}
-	return m.ID
+	recs, _, _, err := p.scanLog()
+	mustNoErr(t, err)
+	return recs[len(recs)-1].rec.CommitID
 }
 
 // setupStuck opens a directory with two completed instances, "bad" and
@@ -666,5 +679,81 @@ func TestStuckWorkAckDoesNotBlockOpen(t *testing.T) {
 	wantWorkAcked(t, p, 7)
 	if sc, _ := p.StuckCommits(ctx); len(sc) != 0 {
 		t.Errorf("StuckCommits after the fix = %+v", sc)
+	}
+}
+
+// TestBrokenInstanceLeaseDoesNotBlock: every file of an instance, its lease
+// included, fails with EIO after its ack committed. Whether its commit was
+// applied cannot be read, so the checkpoint stays before it (it is not
+// parked) - but fetches serve the other instances, a new process opens the
+// directory and reports it, and once the cause is gone it is applied.
+func TestBrokenInstanceLeaseDoesNotBlock(t *testing.T) {
+	ctx := context.Background()
+	b := breakage{name: "EIO, lease too", err: syscall.EIO, files: allFiles}
+	p, f, clk, id := setupStuck(t, b)
+	lsn := recordLSN(t, p, id)
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "good", Name: "g", Data: "3"}, 0))
+	for i := range 2 {
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != "good" {
+			t.Fatalf("fetch %d = %+v, %v; want good's turn", i, it, err)
+		}
+		if i == 0 {
+			mustNoErr(t, p.AbandonOrchestrationItem(ctx, it.LockToken, 0, true))
+			clk.Advance(time.Minute) // past the back-off: the next fetch tries bad again
+			continue
+		}
+		ev := started("good")
+		ev.EventID, ev.Kind = 2, ExternalEvent{Name: "g", Data: "3"}
+		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+	}
+	q, err := Open("/d", isolationOptions(f, clk))
+	if err != nil {
+		t.Fatalf("Open with an unreadable lease: %v", err)
+	}
+	wantStuck(t, q, id, false)
+	mustNoErr(t, q.Close())
+	rollLog(t, p, lsn)
+	mustNoErr(t, p.Checkpoint(ctx))
+	if ck, _ := p.wal.Checkpoint(); ck > lsn {
+		t.Fatalf("the checkpoint (%v) passed a record (at %v) not known to be applied", ck, lsn)
+	}
+	f.fix()
+	mustNoErr(t, p.Checkpoint(ctx))
+	if ck, _ := p.wal.Checkpoint(); ck <= lsn {
+		t.Errorf("the checkpoint (%v) did not pass the record (at %v) once applied", ck, lsn)
+	}
+	wantBadApplied(t, p)
+}
+
+// TestParkedRecordSettledBeforeLaterCommits: once a parked record is
+// applied, its instance commits again; the checkpoint that passes the new
+// commit first removes the parked copy (durably), so that a power loss
+// afterwards does not replay the parked record over the newer state.
+func TestParkedRecordSettledBeforeLaterCommits(t *testing.T) {
+	ctx := context.Background()
+	p, f, clk, id := setupStuck(t, breakages[0])
+	mustNoErr(t, p.Checkpoint(ctx))
+	wantStuck(t, p, id, true)
+	f.fix()
+	clk.Advance(time.Minute)
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "bad", Name: "e3", Data: "3"}, 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "bad" || len(it.Item.History) != 2 {
+		t.Fatalf("fetch of bad after the fix = %+v, %v; want its turn on 2 events", it, err)
+	}
+	ev := started("bad")
+	ev.EventID, ev.Kind = 3, ExternalEvent{Name: "e3", Data: "3"}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+	mustNoErr(t, p.Checkpoint(ctx))
+	if ps, err := p.listParked(); err != nil || len(ps) != 0 {
+		t.Fatalf("parked records after the checkpoint: %+v, %v", ps, err)
+	}
+	r := openT(t, "/d", isolationOptions(f.CrashClone(), clk))
+	if h, err := r.Read(ctx, "bad"); err != nil || len(h) != 3 {
+		t.Errorf("history of bad after a power loss: %d events (%v), want 3", len(h), err)
+	}
+	if inf, err := r.readInstanceFile(instanceKey("bad")); err != nil || inf == nil || inf.TotalEvents != 3 {
+		t.Errorf("instance.json of bad after a power loss = %+v, %v; want 3 events (not the parked turn's 2)", inf, err)
 	}
 }
