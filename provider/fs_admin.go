@@ -532,9 +532,11 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 	}
 	// A fresh lease; only commits a replay queued behind this one stay
 	// marked (fs_stuck.go).
-	st := decodeOrchState(cur)
-	advanceMark(&st, id)
-	return g.Write(lease.Lease{Fence: cur.Fence, Data: orchState{Pending: st.Pending, Queued: st.Queued}.encode()})
+	next := lease.Lease{Fence: cur.Fence}
+	if st := decodeOrchState(cur); advanceMark(&st, id) {
+		next.Data = orchState{Pending: st.Pending, Queued: st.Queued}.encode()
+	}
+	return g.Write(next)
 }
 
 // DeleteInstanceBulk implements Admin: terminal root instances matching

@@ -757,3 +757,45 @@ func TestParkedRecordSettledBeforeLaterCommits(t *testing.T) {
 		t.Errorf("instance.json of bad after a power loss = %+v, %v; want 3 events (not the parked turn's 2)", inf, err)
 	}
 }
+
+// TestReplayQueueThroughDeletion: a replay queues behind an instance's
+// failed record a deletion of the instance and the ack that created it
+// again; once the cause is gone the three are applied in order (the
+// deletion keeps the queue behind it), leaving the re-created instance.
+func TestReplayQueueThroughDeletion(t *testing.T) {
+	ctx := context.Background()
+	f := newBrokenFS(t)
+	clk := clock.NewManual(time.Now())
+	p := openT(t, "/d", isolationOptions(f, clk))
+	createInstance(t, p, "a")
+	mustNoErr(t, p.Checkpoint(ctx))
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "a", Name: "e0", Data: "1"}, 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatal(it, err)
+	}
+	ev := started("a")
+	ev.EventID, ev.Kind = 2, ExternalEvent{Name: "e0", Data: "1"}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+	if _, err := p.DeleteInstancesAtomic(ctx, []string{"a"}, true); err != nil {
+		t.Fatal(err)
+	}
+	createInstance(t, p, "a")
+
+	crash := &brokenFS{MemFS: f.CrashClone()}
+	crash.breakFiles(dataFiles(p, "a"), syscall.EPERM, true)
+	r := openT(t, "/d", isolationOptions(crash, clk))
+	if st := orchStateOf(t, r, "a"); st.Pending == nil || len(st.Queued) != 2 {
+		t.Fatalf("a's marks after the replay: %+v queued %+v; want one pending, two queued", st.Pending, st.Queued)
+	}
+	crash.fix()
+	clk.Advance(time.Minute)
+	mustNoErr(t, r.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "a", Name: "e1", Data: "1"}, 0))
+	it, err = r.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "a" || len(it.Item.History) != 1 || len(it.Item.Messages) != 1 {
+		t.Fatalf("fetch of a after the fix = %+v, %v; want the re-created instance (1 event) and e1", it, err)
+	}
+	if inf, err := r.readInstanceFile(instanceKey("a")); err != nil || inf == nil || inf.TotalEvents != 1 || inf.Status != "Completed" {
+		t.Errorf("instance.json of a = %+v, %v; want the re-created instance's", inf, err)
+	}
+}
