@@ -368,9 +368,7 @@ func TestStuckCommitCheckpointParks(t *testing.T) {
 			if err != nil || it == nil || it.Item.Instance != "good" || len(it.Item.Messages) != 1 {
 				t.Fatalf("fetch = %+v, %v; want good's turn with bad's message", it, err)
 			}
-			ev := started("good")
-			ev.EventID, ev.Kind = 2, ExternalEvent{Name: "from-bad", Data: "y"}
-			mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+			ackEvent(t, p, it.LockToken, "good", 2, "from-bad", "y")
 			mustNoErr(t, p.Checkpoint(ctx))
 			createInstance(t, p, "late") // a record in the log for the replay
 
@@ -618,9 +616,7 @@ func TestParkPublishesOnce(t *testing.T) {
 		if err != nil || it == nil || it.Item.Instance != "good" {
 			t.Fatalf("fetch = %+v, %v; want good's turn", it, err)
 		}
-		ev := started("good")
-		ev.EventID, ev.Kind = 2, ExternalEvent{Name: "from-bad", Data: "y"}
-		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+		ackEvent(t, p, it.LockToken, "good", 2, "from-bad", "y")
 		mustNoErr(t, p.Checkpoint(ctx))
 		wantStuck(t, p, id, true)
 		if got := orchMessagesFor(t, p, "good"); len(got) != 0 {
@@ -703,9 +699,7 @@ func TestBrokenInstanceLeaseDoesNotBlock(t *testing.T) {
 			clk.Advance(time.Minute) // past the back-off: the next fetch tries bad again
 			continue
 		}
-		ev := started("good")
-		ev.EventID, ev.Kind = 2, ExternalEvent{Name: "g", Data: "3"}
-		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+		ackEvent(t, p, it.LockToken, "good", 2, "g", "3")
 	}
 	q, err := Open("/d", isolationOptions(f, clk))
 	if err != nil {
@@ -742,9 +736,7 @@ func TestParkedRecordSettledBeforeLaterCommits(t *testing.T) {
 	if err != nil || it == nil || it.Item.Instance != "bad" || len(it.Item.History) != 2 {
 		t.Fatalf("fetch of bad after the fix = %+v, %v; want its turn on 2 events", it, err)
 	}
-	ev := started("bad")
-	ev.EventID, ev.Kind = 3, ExternalEvent{Name: "e3", Data: "3"}
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+	ackEvent(t, p, it.LockToken, "bad", 3, "e3", "3")
 	mustNoErr(t, p.Checkpoint(ctx))
 	if ps, err := p.listParked(); err != nil || len(ps) != 0 {
 		t.Fatalf("parked records after the checkpoint: %+v, %v", ps, err)
@@ -774,9 +766,7 @@ func TestReplayQueueThroughDeletion(t *testing.T) {
 	if err != nil || it == nil {
 		t.Fatal(it, err)
 	}
-	ev := started("a")
-	ev.EventID, ev.Kind = 2, ExternalEvent{Name: "e0", Data: "1"}
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+	ackEvent(t, p, it.LockToken, "a", 2, "e0", "1")
 	if _, err := p.DeleteInstancesAtomic(ctx, []string{"a"}, true); err != nil {
 		t.Fatal(err)
 	}
@@ -798,4 +788,12 @@ func TestReplayQueueThroughDeletion(t *testing.T) {
 	if inf, err := r.readInstanceFile(instanceKey("a")); err != nil || inf == nil || inf.TotalEvents != 1 || inf.Status != "Completed" {
 		t.Errorf("instance.json of a = %+v, %v; want the re-created instance's", inf, err)
 	}
+}
+
+// ackEvent acks a fetched turn of inst that appends one ExternalEvent.
+func ackEvent(t *testing.T, p *FSProvider, token, inst string, id uint64, name, data string) {
+	t.Helper()
+	ev := started(inst)
+	ev.EventID, ev.Kind = id, ExternalEvent{Name: name, Data: data}
+	mustNoErr(t, p.AckOrchestrationItem(context.Background(), token, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
 }
