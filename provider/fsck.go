@@ -638,7 +638,8 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 		return false
 	}
 	var f *FsckFinding
-	if age := r.now.Sub(time.UnixMilli(lr.rec.CommittedMs)); lr.parked || age >= r.opts.MinAge {
+	// (A record without a commit time is not judged by its age.)
+	if age := r.now.Sub(time.UnixMilli(lr.rec.CommittedMs)); lr.parked || (lr.rec.CommittedMs > 0 && age >= r.opts.MinAge) {
 		where := "still in the write-ahead log"
 		if lr.parked {
 			where = "moved out of the write-ahead log to " + r.rel(r.p.parkedPath(key, lr.lsn, lr.rec.CommitID))
