@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/fsqueue"
-	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -180,7 +179,6 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 	if len(rec.Members) == 0 {
 		return nil, nil
 	}
-	failpoint.Hit("drain.before_commit")
 	if err := p.commitLocked(gs, rec); err != nil {
 		return nil, Retryablef(op, err, "commit drain: %v", err)
 	}
