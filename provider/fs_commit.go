@@ -515,8 +515,8 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		return err
 	}
 	// d. Delete the consumed batch and cancelled worker items. ENOENT means
-	// done. Worker items are deleted under their claim's shard flock so a
-	// concurrent work ack or claim sees either the item or nothing.
+	// done. Worker items are deleted under their own lock so a concurrent
+	// work ack or claim sees either the item or nothing.
 	if err := p.deleteRefs(ctx, rec.Delete); err != nil {
 		return err
 	}
@@ -559,8 +559,8 @@ func (p *FSProvider) publish(refs []queueRef, replay bool) error {
 	return nil
 }
 
-// deleteRefs deletes queue messages (and a worker item's claim, under its
-// shard lock). ENOENT means done.
+// deleteRefs deletes queue messages (and a worker item's claim, under the
+// item's lock). ENOENT means done.
 func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
 		q := p.queue(r.Queue)

@@ -652,7 +652,7 @@ func (p *FSProvider) gwPublish(refs []queueRef, replay bool) error {
 	return nil
 }
 
-// gwDelete deletes messages (an activity task under its claim's shard lock).
+// gwDelete deletes messages (an activity task under its own lock).
 func (p *FSProvider) gwDelete(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
 		q, err := p.gwQueue(r.Queue)

@@ -9,7 +9,7 @@ package provider
 //     instance flock. A commit record seen there is left by a dead process or
 //     a failed apply, never by a live ack (which writes and applies it in one
 //     flock section);
-//   - a worker item's claim under its shard flock (fsqueue.WithClaim);
+//   - a worker item's claim under the item's own lock (fsqueue.WithClaim);
 //   - a staged message under the lock of the commit that staged it (its
 //     instance's flock or its work item's claim lock), as the sweeper does;
 //   - a deletion group after taking the flock of its first instance, which
@@ -287,7 +287,6 @@ func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
 		var cfg struct {
 			Format  string `json:"format"`
 			Version int    `json:"version"`
-			Shards  int    `json:"shards"`
 		}
 		detail := ""
 		switch {
@@ -295,12 +294,12 @@ func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
 			detail = fmt.Sprintf("cannot read the queue configuration: %v", err)
 		case json.Unmarshal(data, &cfg) != nil:
 			detail = "the queue configuration cannot be parsed"
-		case cfg.Format != "fsqueue" || cfg.Version != 1 || cfg.Shards < 1 || cfg.Shards > 256:
-			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d, shards %d", cfg.Format, cfg.Version, cfg.Shards)
+		case cfg.Format != "fsqueue" || cfg.Version != 2:
+			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d (this build reads version 2)", cfg.Format, cfg.Version)
 		}
 		if detail != "" {
 			rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
-				Action: "not repairable: the shard count decides which lock file guards each claim and cannot be guessed"})
+				Action: "not repairable: processes of another queue version would not respect this build's claim locks"})
 			ok = false
 		}
 	}
@@ -1216,7 +1215,8 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 	return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
 }
 
-// checkClaim checks one claim under its shard lock.
+// checkClaim checks one claim under its message's lock (none if the message
+// is gone: the claim is then inert).
 func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue, name string) {
 	path := filepath.Join(q.Dir(), "claims", name+".json")
 	err := q.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
