@@ -199,10 +199,10 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	// History: ids must be non-zero, unique in the delta and new to the
 	// execution. Existing ids come from the record frames, so an ack works
 	// even when the stored events themselves no longer decode (test 128).
-	log := history.Open(p.fs, p.historyPath(key, executionID))
-	scan, err := log.Read()
-	var ce *history.CorruptError
-	if err != nil && !errors.As(err, &ce) {
+	// A history that lost committed events is never extended: the delta
+	// would land at the wrong position, after a hole.
+	scan, err := p.readCommittedHistory(key, executionID)
+	if err != nil && !errors.Is(err, history.ErrCorrupt) {
 		return nil, nil, Retryablef(op, err, "read history: %v", err)
 	}
 	if err != nil {
