@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
 )
 
 // ackThreeEvents starts inst and acks its first turn with events 1-3, then
