@@ -251,11 +251,7 @@ func (r *fsckRun) checkInstanceLoss(key string, inf *instanceFile, execs []*fsck
 		if !e.histOK {
 			return false // unreadable: reported by itself, and not counted
 		}
-		n := uint64(len(e.recs))
-		if e.state != nil {
-			n = max(n, e.state.EventCount)
-		}
-		total += n
+		total += committedLen(e)
 	}
 	for _, id := range inf.Executions {
 		if e := byID[id]; e == nil || !e.stateExists {
