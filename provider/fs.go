@@ -239,6 +239,12 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 		l.Close()
 		return fmt.Errorf("durofs: open %s: replay the write-ahead log: %w", p.dir, err)
 	}
+	// Only now: a replay cut short by a kill leaves the old boot id, and
+	// the next process to open the directory alone replays again.
+	if err := l.RecordBoot(); err != nil {
+		l.Close()
+		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+	}
 	return nil
 }
 

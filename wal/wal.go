@@ -175,6 +175,7 @@ type Log struct {
 	procPath string
 	alone    bool
 	sameBoot bool
+	boot     string // the running boot's id, if known
 	rebooted bool // OpenReadOnly: the boot id is known and not the one in dir/boot
 	readOnly bool // OpenReadOnly: never writes, not even a poison mark
 
@@ -260,10 +261,12 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 }
 
 // checkBoot compares the boot id a process of this boot wrote into
-// dir/boot (unsynced) with the running boot's, then writes the running
-// boot's. A power loss or an OS crash leaves the old boot's id, a torn file
-// or none, so SameBoot is true only if the page cache the files were
-// applied to is the one the machine still runs on.
+// dir/boot (unsynced) with the running boot's. A power loss or an OS crash
+// leaves the old boot's id, a torn file or none, so SameBoot is true only if
+// the page cache the files were applied to is the one the machine still
+// runs on. The running boot's id is written only by RecordBoot, once the
+// replay a new boot calls for is complete: a replay cut short (the process
+// killed inside it) leaves the old id, so the next Open replays again.
 func (l *Log) checkBoot(bootID func() (string, error)) {
 	if bootID == nil {
 		return
@@ -272,16 +275,32 @@ func (l *Log) checkBoot(bootID func() (string, error)) {
 	if err != nil || boot == "" {
 		return
 	}
-	path := filepath.Join(l.dir, bootName)
-	prev, _ := l.fs.ReadFile(path)
+	prev, _ := l.fs.ReadFile(filepath.Join(l.dir, bootName))
 	l.sameBoot = string(prev) == boot
-	if !l.sameBoot {
-		f, err := l.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, vfs.FilePerm)
-		if err == nil {
-			_, _ = f.Write([]byte(boot))
-			_ = f.Close()
-		}
+	l.boot = boot
+}
+
+// RecordBoot records the running boot's id in dir/boot (unsynced), after
+// the caller replayed what a reboot since the log was last used calls for:
+// from then on Open reports SameBoot in this boot. Before it, every process
+// that opens the log alone sees a changed boot and replays.
+func (l *Log) RecordBoot() error {
+	if l.readOnly || l.boot == "" || l.sameBoot {
+		return nil
 	}
+	f, err := l.fs.OpenFile(filepath.Join(l.dir, bootName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, vfs.FilePerm)
+	if err != nil {
+		return fmt.Errorf("wal: record boot: %w", err)
+	}
+	_, err = f.Write([]byte(l.boot))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wal: record boot: %w", err)
+	}
+	l.sameBoot = true
+	return nil
 }
 
 // SameBoot reports whether every process that used the log since the
