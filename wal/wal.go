@@ -176,8 +176,8 @@ type Log struct {
 	alone    bool
 	sameBoot bool
 	boot     string // the running boot's id, if known
-	rebooted bool // OpenReadOnly: the boot id is known and not the one in dir/boot
-	readOnly bool // OpenReadOnly: never writes, not even a poison mark
+	rebooted bool   // OpenReadOnly: the boot id is known and not the one in dir/boot
+	readOnly bool   // OpenReadOnly: never writes, not even a poison mark
 
 	mu      sync.Mutex // serializes this process's appends and rolls
 	cur     *segment
