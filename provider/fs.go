@@ -246,10 +246,11 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 		return fmt.Errorf("durofs: open %s: replay the write-ahead log: %w", p.dir, err)
 	}
 	// Only now: a replay cut short by a kill leaves the old boot id, and
-	// the next process to open the directory alone replays again.
+	// the next process to open the directory alone replays again. So does
+	// a failure to record it (a full disk): a replay is safe to repeat, and
+	// Open must not need free space.
 	if err := l.RecordBoot(); err != nil {
-		l.Close()
-		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+		p.log.Warn("durofs: open: the boot id is not recorded; the next process to open the directory alone replays the log again", "dir", p.dir, "err", err)
 	}
 	return nil
 }

@@ -241,4 +241,15 @@ func TestOpenFullDisk(t *testing.T) {
 		t.Fatalf("second Open on a full disk: %v", err)
 	}
 	mustNoErr(t, p.Close())
+	// And after a reboot (the first Open alone replays and would record
+	// the new boot's id).
+	rebooted := &lockedFS{MemFS: l.CrashClone(), err: syscall.ENOSPC}
+	rebooted.on.Store(true)
+	opts.FS = rebooted
+	p, err = Open("/d", opts)
+	if err != nil {
+		t.Fatalf("Open on a full disk after a reboot: %v", err)
+	}
+	inspectAll(t, p)
+	mustNoErr(t, p.Close())
 }

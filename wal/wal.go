@@ -348,7 +348,7 @@ func OpenReadOnly(fsys vfs.FS, dir string, opts Options) (*Log, error) {
 // holding it). A free file (its process closed or died) is taken over
 // rather than a new one created, so that Open needs no free space or
 // inodes (a full disk must still allow inspecting and draining a
-// directory): only an Open that finds none creates one.
+// directory): only an Open that finds none creates one, durably.
 func (l *Log) register() error {
 	pdir := filepath.Join(l.dir, procsDir)
 	names, err := l.fs.ReadDirNames(pdir)
@@ -382,6 +382,10 @@ func (l *Log) register() error {
 		return fmt.Errorf("wal: lock %s: ok=%v: %w", l.procPath, ok, err)
 	}
 	l.procLock = u
+	// Durable, so that it is there to take over after a power loss too.
+	if err := l.fs.SyncDir(pdir); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", pdir, err)
+	}
 	return nil
 }
 
