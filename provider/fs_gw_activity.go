@@ -355,8 +355,14 @@ func (p *FSProvider) gwSweep(ctx context.Context, stagedAge, tempAge time.Durati
 				continue
 			}
 			if err := q.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) }); err != nil {
-				return err
+				if p.wal.Err() != nil || ctx.Err() != nil {
+					return err
+				}
+				// Cannot be applied now (fs_stuck.go): the others go on.
+				p.noteStuck("gwa:"+dir+"/"+name, "", "", 0, err)
+				continue
 			}
+			p.noteApplied("gwa:" + dir + "/" + name)
 			p.stats.acksFinished.Add(1)
 		}
 	}

@@ -59,9 +59,10 @@ package provider
 // What is not parked, and keeps the checkpoint (not Open, nor fetches of
 // other instances) from advancing until it can be applied: a work-item or
 // workflow-activity ack (applying one only publishes a completion and
-// removes the item, which fails only if a queue directory fails), and a
-// record of an instance whose lease cannot be read or locked (whether its
-// part was applied is then unknown). The checkpoint logs it and lists it in
+// removes the item, which fails only if a queue directory fails; its key in
+// StuckCommits is "w:<item>" or "gwa:<queue>/<item>"), and a record of an
+// instance whose lease cannot be read or locked (whether its part was
+// applied is then unknown). The checkpoint logs it and lists it in
 // StuckCommits (Parked false); the log grows until it can be applied.
 
 import (

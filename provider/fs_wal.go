@@ -714,6 +714,17 @@ func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (ensure
 	defer cancel()
 	if rec.Kind == kindGWAct {
 		done, err := p.gwEnsureAct(ctx, lctx, rec)
+		key := "gwa:"
+		if rec.GW != nil {
+			key += rec.GW.ActQueue + "/" + rec.Item
+		}
+		if err != nil && p.wal.Err() == nil && ctx.Err() == nil {
+			p.noteStuck(key, "", rec.CommitID, lr.lsn, err)
+			return ensureBlocked, nil, nil
+		}
+		if done {
+			p.noteApplied(key)
+		}
 		return ensureDoneOrBusy(done), nil, err
 	}
 	if rec.Kind == kindWorkAck {

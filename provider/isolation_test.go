@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -796,4 +797,64 @@ func ackEvent(t *testing.T, p *FSProvider, token, inst string, id uint64, name, 
 	ev := started(inst)
 	ev.EventID, ev.Kind = id, ExternalEvent{Name: name, Data: data}
 	mustNoErr(t, p.AckOrchestrationItem(context.Background(), token, 1, []Event{ev}, nil, nil, ExecutionMetadata{}, nil))
+}
+
+// TestStuckWorkflowActivityDoesNotBlockOpen: a go-workflows activity
+// completion whose apply fails after its commit point (its task cannot be
+// removed) does not make Open fail; the checkpoint stays before it and
+// reports it; once the cause is gone it is applied.
+func TestStuckWorkflowActivityDoesNotBlockOpen(t *testing.T) {
+	ctx := context.Background()
+	f := newBrokenFS(t)
+	clk := clock.NewManual(time.Now())
+	opts := isolationOptions(f, clk)
+	p := openT(t, "/d", opts)
+	ref := WorkflowRef{InstanceID: "wf", ExecutionID: "e1"}
+	mustNoErr(t, p.CreateWorkflow(ctx, ref, WorkflowStart{Queue: "default", Name: "W"}, gwEv("start", "WorkflowExecutionStarted", 0)))
+	task := gwFetchOf(t, p, "wf")
+	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{
+		State:      WorkflowActive,
+		Executed:   []WorkflowEvent{gwEv("ts1", "WorkflowTaskStarted", 1), gwEv("start", "WorkflowExecutionStarted", 2), gwEv("act", "ActivityScheduled", 3)},
+		Activities: []WorkflowActivity{{Queue: "acts", EventID: "act", Payload: json.RawMessage(`{"a":1}`)}},
+	}))
+	at, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
+	if err != nil || at == nil {
+		t.Fatal(at, err)
+	}
+	dir, _, name, _ := parseGWActToken(at.Token)
+	item := filepath.Join("/d", "queues", dir, name+".json")
+	testHookAfterCommitPoint = func(string) {
+		f.breakFiles(func(path string) bool { return path == item }, syscall.EPERM, true)
+	}
+	err = p.CompleteWorkflowActivity(ctx, at.Token, gwEv("done", "ActivityCompleted", 0))
+	testHookAfterCommitPoint = nil
+	mustNoErr(t, err)
+	recs, _, _, err := p.scanLog()
+	mustNoErr(t, err)
+	lsn := recs[len(recs)-1].lsn
+
+	q, err := Open("/d", opts)
+	if err != nil {
+		t.Fatalf("Open with an activity completion that cannot be applied: %v", err)
+	}
+	if sc, err := q.StuckCommits(ctx); err != nil || len(sc) != 1 || sc[0].Key != "gwa:"+dir+"/"+name {
+		t.Errorf("StuckCommits = %+v, %v; want the activity completion", sc, err)
+	}
+	mustNoErr(t, q.Close())
+	mustNoErr(t, p.Checkpoint(ctx))
+	if ck, _ := p.wal.Checkpoint(); ck > lsn {
+		t.Fatalf("the checkpoint (%v) passed the unapplied completion at %v", ck, lsn)
+	}
+	f.fix()
+	mustNoErr(t, p.Checkpoint(ctx))
+	if ck, _ := p.wal.Checkpoint(); ck <= lsn {
+		t.Errorf("the checkpoint (%v) did not pass the completion at %v once applied", ck, lsn)
+	}
+	if sc, _ := p.StuckCommits(ctx); len(sc) != 0 {
+		t.Errorf("StuckCommits after the fix = %+v", sc)
+	}
+	pt := gwFetchOf(t, p, "wf")
+	if len(pt.NewEvents) != 1 || pt.NewEvents[0].ID != "done" {
+		t.Fatalf("workflow events after the fix: %+v", pt.NewEvents)
+	}
 }
