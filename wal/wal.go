@@ -91,6 +91,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -188,7 +189,11 @@ type Log struct {
 	syncing bool
 	err     error // sticky: ErrPoisoned (wrapping the cause)
 
-	appends, syncs atomic.Int64
+	group     *group       // the group-commit page (group.go), nil if the FS cannot map it
+	now       func() int64 // wall clock in ns (tests replace it)
+	syncNanos atomic.Int64 // mean fdatasync time (group.go)
+
+	appends, syncs, covered atomic.Int64
 }
 
 // Stats are a process's counts of log operations.
@@ -197,16 +202,22 @@ type Stats struct {
 	Appends int64
 	// Syncs counts fdatasyncs of the log (group syncs, rolls, SyncThrough).
 	Syncs int64
+	// Covered counts group syncs this process did not run because another
+	// process's fdatasync had made its frames durable.
+	Covered int64
 }
 
 // Stats returns this process's counts so far.
-func (l *Log) Stats() Stats { return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load()} }
+func (l *Log) Stats() Stats {
+	return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load(), Covered: l.covered.Load()}
+}
 
 // segment is an open segment file. A roll retires it; the last sync using
 // it closes it.
 type segment struct {
 	id      uint32
 	f       vfs.File
+	from    uint32 // the segment's size right after f was opened
 	refs    int
 	retired bool
 }
@@ -223,7 +234,7 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 	if size < 4096 || size > MaxSegmentSize {
 		return nil, fmt.Errorf("wal: segment size %d out of range [4096, %d]", size, MaxSegmentSize)
 	}
-	l := &Log{fs: fsys, dir: dir, segSize: size, log: opts.Logger}
+	l := &Log{fs: fsys, dir: dir, segSize: size, log: opts.Logger, now: wallNanos}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -250,6 +261,11 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 	if err := l.openNewest(); err != nil {
 		l.Close()
 		return nil, err
+	}
+	if g, err := openGroup(fsys, dir); err == nil {
+		l.group = g
+	} else if !errors.Is(err, vfs.ErrNoMap) {
+		l.log.Warn("durofs: the log's group commit across processes is off in this process", "dir", dir, "err", err)
 	}
 	if _, err := fsys.Stat(filepath.Join(dir, poisonName)); err == nil {
 		l.err = fmt.Errorf("%w (marked by %s)", ErrPoisoned, poisonName)
@@ -384,8 +400,13 @@ func (l *Log) Close() error {
 		_ = l.fs.Remove(l.procPath)
 		l.procLock = nil
 	}
+	if l.group != nil {
+		l.group.close() // a sync still running finds its words dead and syncs alone
+	}
 	return nil
 }
+
+func wallNanos() int64 { return time.Now().UnixNano() }
 
 func (l *Log) segPath(id uint32) string {
 	return filepath.Join(l.dir, fmt.Sprintf("%016x%s", id, segSuffix))
@@ -441,11 +462,16 @@ func (l *Log) openSegment(id uint32) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open segment: %w", err)
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: open segment: %w", err)
+	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		f.Close()
 		return nil, l.poison(fmt.Errorf("sync %s: %w", l.dir, err))
 	}
-	return &segment{id: id, f: f}, nil
+	return &segment{id: id, f: f, from: uint32(min(fi.Size(), int64(^uint32(0))))}, nil
 }
 
 // retire drops the log's reference to s (l.mu held).
@@ -595,7 +621,8 @@ func (l *Log) Sync(ctx context.Context, end LSN) error {
 }
 
 // syncOnce is one group sync: the current segment up to this process's
-// latest append, then the poison check.
+// latest append (group.go: shared with other processes where possible),
+// then the poison check.
 func (l *Log) syncOnce() error {
 	l.mu.Lock()
 	s, target := l.cur, l.written
@@ -605,8 +632,15 @@ func (l *Log) syncOnce() error {
 	}
 	s.refs++
 	l.mu.Unlock()
-	err := vfs.Datasync(s.f)
-	l.syncs.Add(1)
+	l.smu.Lock()
+	lo := max(l.durable, MakeLSN(s.id, s.from)) // where this process's unsynced frames start
+	l.smu.Unlock()
+	var err error
+	if l.group != nil && target.Segment() == s.id {
+		err = l.groupSync(l.group, s, lo, target)
+	} else {
+		err = l.syncSegment(nil, s)
+	}
 	l.mu.Lock()
 	s.refs--
 	if s.retired && s.refs == 0 {
@@ -614,10 +648,7 @@ func (l *Log) syncOnce() error {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
-	}
-	if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
-		return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
+		return err
 	}
 	l.smu.Lock()
 	l.durable = max(l.durable, target)

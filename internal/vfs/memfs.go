@@ -129,6 +129,8 @@ type memNode struct {
 	// later Sync makes durable only what was written since (dirty).
 	wbLost bool
 	dirty  [][2]int64
+	// wake is closed by Words.Wake (memfs_words.go); nil until a Wait.
+	wake chan struct{}
 
 	// Directories.
 	children       map[string]*memNode
