@@ -123,12 +123,12 @@ func TestGroupSkipsCoveredSync(t *testing.T) {
 	}
 }
 
-// hookFS calls after(path) right after each successful fdatasync of a
-// file, before the sync returns to its caller: what other processes do
-// while an fdatasync is finishing.
+// hookFS calls before(path) when an fdatasync of a file starts and
+// after(path) right after a successful one, before it returns to its
+// caller: what other processes do while an fdatasync runs.
 type hookFS struct {
 	*vfs.MemFS
-	after func(path string)
+	before, after func(path string)
 }
 
 type hookFile struct {
@@ -147,6 +147,9 @@ func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, er
 func (f hookFile) Unwrap() vfs.File { return f.File }
 
 func (f hookFile) Datasync() error {
+	if f.fs.before != nil {
+		f.fs.before(f.Name())
+	}
 	err := vfs.Datasync(f.File)
 	if err == nil && f.fs.after != nil {
 		f.fs.after(f.Name())
@@ -184,6 +187,41 @@ func TestFrameWrittenDuringSyncIsNotCovered(t *testing.T) {
 	}
 	if st := b.Stats(); st.Covered != 0 {
 		t.Fatalf("b: %+v: a's sync must not cover b's frame", st)
+	}
+}
+
+// A process whose frames the leading process's sync will cover waits for
+// that sync to finish: the mark is published only after it, so a process
+// that looks while it runs sees nothing it could acknowledge on.
+func TestMarkIsPublishedOnlyAfterTheSync(t *testing.T) {
+	fsys := &hookFS{MemFS: newMem(t)}
+	a, b := openT(t, fsys, 0), openT(t, fsys, 0)
+	_, aEnd, err := a.Append(payload(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bLSN, bEnd, err := b.Append(payload(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bErr error
+	var fired atomic.Bool
+	fsys.before = func(string) {
+		// a leads and has noted the segment's size (b's frame included);
+		// its fdatasync has not run yet. b syncs now (once: b's own sync
+		// comes here too).
+		if !fired.CompareAndSwap(false, true) {
+			return
+		}
+		if bErr = b.Sync(context.Background(), bEnd); bErr == nil && !durableIn(fsys.MemFS, b, bLSN, payload(1, 0)) {
+			bErr = errors.New("b acknowledged its frame before any sync made it durable")
+		}
+	}
+	if err := a.Sync(context.Background(), aEnd); err != nil {
+		t.Fatal(err)
+	}
+	if bErr != nil {
+		t.Fatal(bErr)
 	}
 }
 
@@ -465,5 +503,41 @@ func TestCoveredFramesStillCheckPoison(t *testing.T) {
 	}
 	if st := b.Stats(); st.Covered != 1 {
 		t.Fatalf("b: %+v: the test needs b's frame covered by a's sync", st)
+	}
+}
+
+// Removing the group-commit page while processes run is harmless: those
+// that mapped it keep sharing it, a process opened later shares a new one,
+// and every acknowledged frame is durable.
+func TestGroupPageRemovedWhileRunning(t *testing.T) {
+	fsys := newMem(t)
+	a, b := openT(t, fsys, 0), openT(t, fsys, 0)
+	if err := fsys.Remove(testDir + "/" + groupName); err != nil {
+		t.Fatal(err)
+	}
+	c := openT(t, fsys, 0)
+	for i := range 20 {
+		lsns, ends := make([]LSN, 3), make([]LSN, 3)
+		for w, l := range []*Log{a, b, c} {
+			var err error
+			if lsns[w], ends[w], err = l.Append(payload(w, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for w, l := range []*Log{c, b, a} {
+			w = 2 - w
+			if err := l.Sync(context.Background(), ends[w]); err != nil {
+				t.Fatal(err)
+			}
+			if !durableIn(fsys, l, lsns[w], payload(w, i)) {
+				t.Fatalf("writer %d frame %d acknowledged, lost at a power loss", w, i)
+			}
+		}
+	}
+	if a.Stats().Covered == 0 {
+		t.Fatal("a and b still share their page: a's frames, synced after b's, should be covered")
+	}
+	if st := c.Stats(); st.Covered != 0 || st.Syncs != 20 {
+		t.Fatalf("c: %+v: it shares no page with a and b, so it syncs every frame itself", st)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,11 @@ func init() {
 	g, _ := strconv.Atoi(os.Getenv("WAL_TEST_CHILD_G"))
 	w, _ := strconv.Atoi(who)
 	seg, _ := strconv.ParseInt(os.Getenv("WAL_TEST_CHILD_SEG"), 10, 64)
-	l, err := Open(context.Background(), vfs.OS{}, dir, Options{SegmentSize: seg})
+	var fsys vfs.FS = vfs.OS{}
+	if d, _ := time.ParseDuration(os.Getenv("WAL_TEST_CHILD_SYNCDELAY")); d > 0 {
+		fsys = slowSyncFS{FS: fsys, delay: d}
+	}
+	l, err := Open(context.Background(), fsys, dir, Options{SegmentSize: seg})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -158,6 +163,33 @@ func TestMultiProcessAppend(t *testing.T) {
 	t.Logf("wal multi-process: %d frames in %d segments; writer 0 killed after %d acknowledged", len(at), len(ids), len(acked[0]))
 }
 
+// slowSyncFS makes every fdatasync take at least delay longer: a disk
+// whose flush costs something even when the test directory is on tmpfs.
+type slowSyncFS struct {
+	vfs.FS
+	delay time.Duration
+}
+
+type slowSyncFile struct {
+	vfs.File
+	delay time.Duration
+}
+
+func (s slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{File: f, delay: s.delay}, nil
+}
+
+func (f slowSyncFile) Unwrap() vfs.File { return f.File }
+
+func (f slowSyncFile) Datasync() error {
+	time.Sleep(f.delay)
+	return vfs.Datasync(f.File)
+}
+
 // childStats sums the children's "stats" lines.
 type childStats struct{ appends, syncs, covered int64 }
 
@@ -174,7 +206,7 @@ func runChildren(tb testing.TB, dir string, procs, each, g int, env ...string) (
 		wg    sync.WaitGroup
 		cmds  []*exec.Cmd
 	)
-	start := time.Now()
+	var pipes []io.Reader
 	for w := range procs {
 		acked[w] = map[int]LSN{}
 		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
@@ -185,11 +217,19 @@ func runChildren(tb testing.TB, dir string, procs, each, g int, env ...string) (
 		if err != nil {
 			tb.Fatal(err)
 		}
-		cmds = append(cmds, cmd)
+		cmds, pipes = append(cmds, cmd), append(pipes, stdout)
+	}
+	start := time.Now()
+	for _, cmd := range cmds {
+		if err := cmd.Start(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for w, cmd := range cmds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sc := bufio.NewScanner(stdout)
+			sc := bufio.NewScanner(pipes[w])
 			for sc.Scan() {
 				f := strings.Fields(sc.Text())
 				mu.Lock()
@@ -210,11 +250,6 @@ func runChildren(tb testing.TB, dir string, procs, each, g int, env ...string) (
 			}
 			_ = cmd.Wait()
 		}()
-	}
-	for _, cmd := range cmds {
-		if err := cmd.Start(); err != nil {
-			tb.Fatal(err)
-		}
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -245,13 +280,15 @@ func runChildren(tb testing.TB, dir string, procs, each, g int, env ...string) (
 // TestMultiProcessGroupCommit: four processes commit at once, one frame at
 // a time each; their syncs are shared, so they run well under one
 // fdatasync per frame (without the group-commit page, each process syncs
-// every frame of its own: 1.0).
+// every frame of its own: 1.0). Every fdatasync takes at least 1 ms longer,
+// so that the test means the same on tmpfs, where a real one costs nothing
+// and there is nothing to share.
 func TestMultiProcessGroupCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
 	const procs, each = 4, 150
-	st, elapsed := runChildren(t, filepath.Join(t.TempDir(), "wal"), procs, each, 1)
+	st, elapsed := runChildren(t, filepath.Join(t.TempDir(), "wal"), procs, each, 1, "WAL_TEST_CHILD_SYNCDELAY=1ms")
 	ratio := float64(st.syncs) / float64(st.appends)
 	t.Logf("%d processes x %d commits: %d fdatasyncs for %d frames (%.2f per frame), %d covered by another's sync, %v",
 		procs, each, st.syncs, st.appends, ratio, st.covered, elapsed)

@@ -37,15 +37,84 @@
 //
 // Sync makes the caller's frames durable with one fdatasync(2) of the
 // segment. Within a process one goroutine syncs for every append made before
-// it started (group commit); across processes the kernel shares the work,
-// since an fdatasync flushes every dirty page of the file, whoever wrote it.
-// A frame is acknowledged only after a sync that began after the frame was
-// written returned, so every byte before an acknowledged frame - frames of
-// every process - is durable too, except the fragments of writes cut short by
-// a kill -9 (pitfall 2 of filesystem-notes.md: a write is torn only at page
+// it started (group commit); across processes they share syncs through the
+// group-commit page (below). A frame is acknowledged only after a sync that
+// began after the frame was written returned, and the poison check after it
+// passed, so every byte before an acknowledged frame - frames of every
+// process - is durable too, except the fragments of writes cut short by a
+// kill -9 (pitfall 2 of filesystem-notes.md: a write is torn only at page
 // boundaries). Scan skips such fragments by looking for the next 0xFF and
 // checking both CRCs, so a torn frame in the middle of the log costs nothing
 // but its own loss, and a frame after it is found.
+//
+// # Group commit across processes
+//
+// fdatasync(2) of a segment makes durable every byte written to it before
+// the call, by any process. The processes share that through dir/group, a
+// page of 64-bit words every process maps shared ([vfs.MapWords]) and nobody
+// ever syncs; every word is read and written with atomic loads and
+// compare-and-swaps, and no lock is taken:
+//
+//   - synced, an LSN S:X: a sync of segment S that began when S held X
+//     bytes (fstat right before the fdatasync) returned success, and the
+//     poison check after it passed. It only grows.
+//   - from, an LSN S:O: every process that published a synced mark in S had
+//     its descriptor of S open since S held at most O bytes. It only grows.
+//   - lead: the wall-clock time at which a process claimed the next sync, or
+//     0.
+//   - done: a count of finished syncs, which waiting processes futex-wait on.
+//
+// A process whose unsynced frames are [lo, end) of segment S loops:
+//
+//  1. It reads done, synced, then from. If both marks are in S, from <= lo
+//     and end <= synced, its frames are durable: after the poison check it
+//     acknowledges them without a sync of its own.
+//  2. Else, if lead is fresh (set less than the bound ago: 4 times the
+//     process's mean fdatasync time, within 2 to 50 ms), it waits on done
+//     until the leader finishes or the bound passes, and goes back to 1.
+//  3. Else it claims lead (a compare-and-swap; a process that loses the race
+//     goes back to 1), raises from to the size S had when it opened S, notes
+//     S's size, fdatasyncs, checks the poison mark, raises synced to S and
+//     that size, clears lead if it still holds its claim, bumps done and
+//     wakes the waiters. A process that has waited twice the bound in all
+//     syncs without claiming.
+//
+// Why a mark never covers a frame it should not:
+//
+//   - synced is written only after the sync it describes and the poison
+//     check succeeded, and names the size seen before that sync began: every
+//     byte below it was in the page cache when the sync started, so it is
+//     durable. A frame written during the sync lies beyond it.
+//   - Only marks of the frames' own segment count; offsets of segment n+1
+//     say nothing about segment n.
+//   - A sync reports the writeback errors of pages written since its
+//     descriptor was opened, but not one that another process had already
+//     been told of before (Linux errseq). Such an error can lose a frame
+//     written before the syncer opened S, and the process told of it may
+//     have died before writing POISONED. So a mark covers only frames at or
+//     after from, which every publisher raises to its own opening offset
+//     before it publishes; the writer of an older frame syncs it itself and
+//     is told of the error.
+//   - The page is never synced, so after a power loss it may hold any
+//     written-back mix of old words. Each is a true statement about the disk:
+//     S held at least X durable bytes, so every frame appended since starts
+//     at or after X and no old mark covers it; segment ids are never reused,
+//     and a process publishes marks of S only after S's directory entry was
+//     made durable (openSegment), so S is the same file after the crash.
+//   - lead and done only decide who waits. A stale or lost value costs at
+//     most one bound of waiting: a claim older than the bound, or further in
+//     the future (another boot, a clock step), is taken over.
+//
+// What a kill -9 or a SIGSTOP at each step leaves: a process stopped or
+// killed while it holds lead (before, during or after its fdatasync) delays
+// the others by at most the bound, after which the first to look claims the
+// lead itself; one killed after its sync but before publishing leaves no
+// mark, so the others sync themselves; one killed after publishing leaves a
+// true mark and a claim that expires. A process stopped while it waits holds
+// nothing. A power loss at any step leaves a page whose words are stale but
+// true (above), or zeros, or no page: processes then sync on their own.
+// Removing the page while processes run is harmless too: those that mapped
+// the old one keep sharing it, new ones share a new one.
 //
 // # Failures stop, never lie
 //

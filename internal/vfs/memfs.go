@@ -82,6 +82,9 @@ var memOps = map[string]bool{
 // A failed operation (including an injected fault) changes nothing, and a
 // failed Sync does not make anything durable.
 //
+// [MapWords] maps a MemFS file like a MAP_SHARED page: the words are the
+// file's unsynced data, seen at once through every handle's mapping.
+//
 // # Sync points and fault injection
 //
 // [MemFS.SyncCount] counts successful syncs, and [MemFS.OnSync] registers a

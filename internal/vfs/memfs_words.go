@@ -12,10 +12,11 @@ import (
 // [MemFS.Crash] and [MemFS.CrashClone] drop them and
 // [MemFS.CrashCloneWriteback] keeps them (a power loss after the kernel wrote
 // the page back). A handle of a crashed generation reads zeros and changes
-// nothing.
+// nothing, like a closed mapping.
 type memWords struct {
-	f *memFile
-	n int
+	f      *memFile
+	n      int
+	closed bool // guarded by f.m.mu
 }
 
 func (f *memFile) mapWords(n int) (Words, error) {
@@ -35,8 +36,9 @@ func (f *memFile) mapWords(n int) (Words, error) {
 
 func (w *memWords) Len() int { return w.n }
 
-// live reports whether the mapping's process is alive (m.mu held).
-func (w *memWords) live() bool { return w.f.gen == w.f.m.gen }
+// live reports whether the mapping is open and its process alive (m.mu
+// held).
+func (w *memWords) live() bool { return !w.closed && w.f.gen == w.f.m.gen }
 
 // load reads word i (m.mu held). A file shrunk under the mapping reads as
 // zeros, like the page a real mapping would fault on is not there.
@@ -100,4 +102,9 @@ func (w *memWords) Wake(int) {
 	}
 }
 
-func (w *memWords) Close() error { return nil }
+func (w *memWords) Close() error {
+	w.f.m.mu.Lock()
+	defer w.f.m.mu.Unlock()
+	w.closed = true
+	return nil
+}
