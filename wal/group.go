@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -194,6 +195,9 @@ func (l *Log) groupSync(g *group, s *segment, lo, end LSN) error {
 				}
 				continue // another process claimed it first: look again
 			}
+			// Stopped or killed here (crash-point sweep, stall test), this
+			// process holds the lead until the bound expires.
+			failpoint.Hit("wal.sync_lead")
 			err := l.syncSegment(g, s)
 			g.w.CompareAndSwap(wLead, me, 0) // unless another process took it over
 			g.finish()
