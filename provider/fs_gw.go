@@ -509,9 +509,13 @@ func gwHistoryPayload(instance string, n uint64, ev WorkflowEvent) ([]byte, erro
 }
 
 // gwReadHistory reads an execution's history: events with a sequence id
-// after *after (all if nil).
+// after *after (all if nil). A history that lost committed events is an
+// error (readCommittedHistory).
 func (p *FSProvider) gwReadHistory(key string, n uint64, after *int64) ([]WorkflowEvent, error) {
-	scan, err := history.Open(p.fs, p.historyPath(key, n)).Read()
+	scan, err := p.readCommittedHistory(key, n)
+	if errors.Is(err, history.ErrCorrupt) {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -652,7 +656,7 @@ func (p *FSProvider) gwPublish(refs []queueRef, replay bool) error {
 	return nil
 }
 
-// gwDelete deletes messages (an activity task under its claim's shard lock).
+// gwDelete deletes messages (an activity task under its own lock).
 func (p *FSProvider) gwDelete(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
 		q, err := p.gwQueue(r.Queue)

@@ -245,6 +245,7 @@ type Log struct {
 	procPath string
 	alone    bool
 	sameBoot bool
+	rebooted bool // OpenReadOnly: the boot id is known and not the one in dir/boot
 	readOnly bool // OpenReadOnly: never writes, not even a poison mark
 
 	mu      sync.Mutex // serializes this process's appends and rolls
@@ -374,6 +375,14 @@ func (l *Log) checkBoot(bootID func() (string, error)) {
 // unknown.)
 func (l *Log) SameBoot() bool { return l.sameBoot }
 
+// RebootedSinceUse reports, for a log opened with OpenReadOnly, whether the
+// machine booted since a process last opened the log: then the first
+// process to open it alone replays it, and until then the files may lack
+// what its records since the checkpoint hold. False when the boot id is
+// unknown (no Options.BootID, or it failed), and for a log opened with Open
+// (which has done that replay or is not alone).
+func (l *Log) RebootedSinceUse() bool { return l.rebooted }
+
 // OpenReadOnly opens the log in dir for reading (Scan, Checkpoint,
 // CheckShared, SyncThrough): it writes nothing, registers nothing and takes
 // no lock, so inspection tools can read a live directory. Append fails.
@@ -390,6 +399,12 @@ func OpenReadOnly(fsys vfs.FS, dir string, opts Options) (*Log, error) {
 		l.log = slog.Default()
 	}
 	l.scond = sync.NewCond(&l.smu)
+	if opts.BootID != nil {
+		if boot, err := opts.BootID(); err == nil && boot != "" {
+			prev, _ := fsys.ReadFile(filepath.Join(dir, bootName))
+			l.rebooted = string(prev) != boot
+		}
+	}
 	return l, nil
 }
 

@@ -422,6 +422,51 @@ func TestSameBoot(t *testing.T) {
 	}
 }
 
+// RebootedSinceUse: a read-only open tells whether the machine booted since
+// a process last opened the log (a replay is due), without writing the boot
+// file; unknown boot ids never count as a reboot.
+func TestRebootedSinceUse(t *testing.T) {
+	fsys := vfs.NewStrictMem()
+	fsys.MkdirAll("/d", 0o700)
+	fsys.MarkAllSynced()
+	ro := func(opts Options) bool {
+		t.Helper()
+		l, err := OpenReadOnly(fsys, testDir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.RebootedSinceUse()
+	}
+	l, err := Open(context.Background(), fsys, testDir, Options{BootID: fsys.BootID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Ready()
+	l.Close()
+	fsys.MarkAllSynced()
+	cases := []struct {
+		name  string
+		setup func()
+		opts  Options
+		want  bool
+	}{
+		{name: "opened in this boot", opts: Options{BootID: fsys.BootID}, want: false},
+		{name: "unknown boot id", setup: fsys.Crash, opts: Options{}, want: false},
+		{name: "after a reboot", opts: Options{BootID: fsys.BootID}, want: true},
+		{name: "still after a reboot (the read-only open wrote nothing)", opts: Options{BootID: fsys.BootID}, want: true},
+		{name: "failing boot id", opts: Options{BootID: func() (string, error) { return "", errors.New("no boot id") }}, want: false},
+	}
+	for _, c := range cases {
+		if c.setup != nil {
+			c.setup()
+		}
+		if got := ro(c.opts); got != c.want {
+			t.Errorf("%s: RebootedSinceUse = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // A checkpoint's temporary file left by a dead writer is removed.
 func TestRemoveCheckpointTemps(t *testing.T) {
 	fsys := vfs.NewStrictMem()
