@@ -655,20 +655,25 @@ func (p *FSProvider) gwPublish(refs []queueRef, replay bool) error {
 // gwDelete deletes messages (an activity task under its claim's shard lock).
 func (p *FSProvider) gwDelete(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
-		q, err := p.gwQueue(r.Queue)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(r.Queue, gwActivityPrefix) {
-			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
-		} else {
-			err = q.Delete(r.Name)
-		}
-		if err != nil {
+		if err := p.gwDeleteOne(ctx, r); err != nil {
 			return fmt.Errorf("delete %s/%s: %w", r.Queue, r.Name, err)
 		}
 	}
 	return nil
+}
+
+// gwDeleteOne deletes one message of a workflow queue, and an activity
+// task's claim with it under the claim's shard lock (a worker holding the
+// task then fails to complete it). ENOENT means done.
+func (p *FSProvider) gwDeleteOne(ctx context.Context, r queueRef) error {
+	q, err := p.gwQueue(r.Queue)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(r.Queue, gwActivityPrefix) {
+		return q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
+	}
+	return q.Delete(r.Name)
 }
 
 // gwRelease is a part's last write: it clears the mark and, if the lease
