@@ -86,7 +86,9 @@ custom status, parent and children, lease, pending commit and queued messages.`,
 	case !d.HasInstanceFile:
 		row("instance.json", "none (never acked, or deleted)")
 	default:
-		if d.HasRecord {
+		if d.HasRecord && len(d.Workflow) > 0 {
+			row("workflow", "%s (go-workflows)", d.Name)
+		} else if d.HasRecord {
 			row("orchestration", "%s, version %s", d.Name, d.Version)
 		} else {
 			row("orchestration", "- (no instance record)")
