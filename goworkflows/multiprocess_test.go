@@ -41,14 +41,15 @@ func TestMain(m *testing.M) {
 }
 
 // The multi-process workload. Its results are deterministic, so every
-// workflow's result can be checked: Mixed(i) = 2i + (2i+1) + i.
+// workflow's result can be checked: Mixed(i) = 2i + (2i+1) + i + 2i.
 
 func Double(ctx context.Context, i int) (int, error) { return 2 * i, nil }
 
 func Add(ctx context.Context, a, b int) (int, error) { return a + b, nil }
 
 // Mixed runs an activity, a timer, a sub-workflow it signals from the
-// workflow (a system activity), and waits for a signal from the client.
+// workflow (a system activity), a sub-workflow that continues as new, and
+// waits for a signal from the client.
 func Mixed(ctx workflow.Context, i int) (int, error) {
 	a, err := workflow.ExecuteActivity[int](ctx, workflow.DefaultActivityOptions, Double, i).Get(ctx)
 	if err != nil {
@@ -72,8 +73,20 @@ func Mixed(ctx workflow.Context, i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	l, err := workflow.CreateSubWorkflowInstance[int](ctx, workflow.SubWorkflowOptions{InstanceID: loopID(i)}, Looper, i, 0).Get(ctx)
+	if err != nil {
+		return 0, err
+	}
 	v, _ := workflow.NewSignalChannel[int](ctx, "go").Receive(ctx)
-	return a + s + v, nil
+	return a + s + v + l, nil
+}
+
+// Looper continues as new once, then doubles i with an activity.
+func Looper(ctx workflow.Context, i, round int) (int, error) {
+	if round == 0 {
+		return 0, workflow.ContinueAsNew(ctx, i, 1)
+	}
+	return workflow.ExecuteActivity[int](ctx, workflow.DefaultActivityOptions, Double, i).Get(ctx)
 }
 
 // Child waits for its parent's signal and adds it with an activity.
@@ -83,6 +96,7 @@ func Child(ctx workflow.Context, i int) (int, error) {
 }
 
 func childID(i int) string { return fmt.Sprintf("child-%03d", i) }
+func loopID(i int) string  { return fmt.Sprintf("loop-%03d", i) }
 func mixedID(i int) string { return fmt.Sprintf("mixed-%03d", i) }
 
 // mpOptions are the backend options of every process of the test: short
@@ -120,7 +134,7 @@ func runWorkerProcess(dir, name, mode string) int {
 	opts.WorkflowPollingInterval = 20 * time.Millisecond
 	opts.ActivityPollingInterval = 20 * time.Millisecond
 	w := worker.New(b, &opts)
-	for _, wf := range []any{Mixed, Child} {
+	for _, wf := range []any{Mixed, Child, Looper} {
 		if err := w.RegisterWorkflow(wf); err != nil {
 			fmt.Fprintln(os.Stderr, "register:", err)
 			return 1
@@ -177,9 +191,10 @@ func startWorker(t *testing.T, dir, logDir, name string, mode provider.Durabilit
 }
 
 // TestMultiprocess: three worker processes on one directory and this
-// process as the client complete 300 workflows (activities, a timer, a
-// sub-workflow each, signals from the client and from workflow to
-// workflow); one worker is killed with SIGKILL midway and restarted. Every
+// process as the client complete 300 workflows (activities, a timer, two
+// sub-workflows each - one continues as new -, signals from the client and
+// from workflow to workflow); one worker is killed with SIGKILL midway and
+// restarted. Every
 // workflow must finish with its exact result, and the directory must be
 // left with no active execution and no queued task.
 func TestMultiprocess(t *testing.T) {
@@ -252,7 +267,7 @@ func testMultiprocess(t *testing.T, mode provider.Durability) {
 	for i, inst := range instances {
 		r, err := client.GetWorkflowResult[int](ctx, c, inst, time.Second)
 		require.NoError(t, err, "workflow %d", i)
-		require.Equal(t, 5*i+1, r, "workflow %d", i)
+		require.Equal(t, 7*i+1, r, "workflow %d", i)
 	}
 	// Every child finished too, and nothing is left over: each active
 	// execution, ready task and activity task would show here.
@@ -263,10 +278,15 @@ func testMultiprocess(t *testing.T, mode provider.Durability) {
 	}, 30*time.Second, 100*time.Millisecond)
 
 	// The directory reads as durofs instances: every workflow and child
-	// completed.
+	// completed, each looper in its second execution.
 	list, err := b.Provider().Instances(ctx, "Completed")
 	require.NoError(t, err)
-	require.Len(t, list, 2*n)
+	require.Len(t, list, 3*n)
+	for _, s := range list {
+		if strings.HasPrefix(s.Instance, "loop-") {
+			require.Equal(t, 2, s.Executions, "%s", s.Instance)
+		}
+	}
 
 	for _, w := range workers {
 		require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
