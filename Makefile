@@ -63,9 +63,11 @@ crashtest-long:
 	$(GO) run ./scripts/crashtest/chaos --duration 15m --kills 5000 --zombies 20
 
 ## crashpoints: SIGKILL a process at every named failpoint of the commit,
-## redo, replay, checkpoint, lease and enqueue paths (built with -tags
-## crashtest), in both durability modes; recover alone (replay) and beside a
-## live process (no replay), check, finish the script, check again.
+## redo, replay, checkpoint, lease and enqueue paths and of the go-workflows
+## engine (built with -tags crashtest; two scripts: the duroxide contract and
+## the go-workflows engine operations), in both durability modes; recover
+## alone (replay) and beside a live process (no replay), check, finish the
+## script, check again.
 crashpoints:
 	$(GO) test -count=1 -v -run TestCrashPointSweep ./scripts/crashtest/ | grep -Ev '^=== (RUN|PAUSE|CONT)'
 
