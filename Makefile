@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints stalltest powerloss bench bench-quick clean
+.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints gwchaos stalltest powerloss bench bench-quick clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts. The bench module (its own go.mod)
@@ -53,10 +53,20 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz '^FuzzLeaseFile$$' -fuzztime 80000x ./lease/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
-## SIGSTOP zombie rounds), then every invariant of design.md §6; exits
-## non-zero on any violation.
+## SIGSTOP zombie rounds), then every invariant of design.md §6; then the
+## go-workflows chaos run (3 go-workflows worker processes, 100 SIGKILLs,
+## 100 workflows: every result exact, every history well formed, every
+## activity run at least once, counted); exits non-zero on any violation.
 crashtest:
 	$(GO) run ./scripts/crashtest/chaos --duration 60s --kills 400 --zombies 3
+	@$(MAKE) --no-print-directory gwchaos
+
+## gwchaos: the go-workflows chaos run alone (goworkflows/chaos_test.go);
+## GW_CHAOS_KILLS sets the number of SIGKILLs.
+GW_CHAOS_KILLS ?= 100
+gwchaos:
+	@cd goworkflows && out=$$(DUROFS_GW_CHAOS_KILLS=$(GW_CHAOS_KILLS) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 20m . 2>&1); status=$$?; \
+	echo "$$out" | grep -E 'chaos_test|^(---|ok|FAIL|panic)'; exit $$status
 
 ## crashtest-long: >= 5,000 kills (about 20 minutes).
 crashtest-long:

@@ -31,7 +31,21 @@ const (
 	envWorkerDir  = "DUROFS_GW_WORKER_DIR"
 	envWorkerName = "DUROFS_GW_WORKER_NAME"
 	envWorkerMode = "DUROFS_GW_WORKER_MODE"
+	// envActivityLog names a file a worker process appends a line to for
+	// every activity it runs (chaos_test.go counts them).
+	envActivityLog = "DUROFS_GW_ACTIVITY_LOG"
 )
+
+// activityLog, in a worker process with envActivityLog set, receives
+// "Name(args)" for every activity run, one write each (O_APPEND: a kill
+// leaves whole lines).
+var activityLog *os.File
+
+func logActivity(format string, args ...any) {
+	if activityLog != nil {
+		_, _ = fmt.Fprintf(activityLog, format+"\n", args...)
+	}
+}
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envWorkerDir); dir != "" {
@@ -43,9 +57,15 @@ func TestMain(m *testing.M) {
 // The multi-process workload. Its results are deterministic, so every
 // workflow's result can be checked: Mixed(i) = 2i + (2i+1) + i + 2i.
 
-func Double(ctx context.Context, i int) (int, error) { return 2 * i, nil }
+func Double(ctx context.Context, i int) (int, error) {
+	logActivity("Double(%d)", i)
+	return 2 * i, nil
+}
 
-func Add(ctx context.Context, a, b int) (int, error) { return a + b, nil }
+func Add(ctx context.Context, a, b int) (int, error) {
+	logActivity("Add(%d,%d)", a, b)
+	return a + b, nil
+}
 
 // Mixed runs an activity, a timer, a sub-workflow it signals from the
 // workflow (a system activity), a sub-workflow that continues as new, and
@@ -123,6 +143,15 @@ func modeOf(s string) provider.Durability {
 func runWorkerProcess(dir, name, mode string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	if path := os.Getenv(envActivityLog); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "activity log:", err)
+			return 1
+		}
+		defer f.Close()
+		activityLog = f
+	}
 	b, err := Open(dir, Options{Provider: provider.Options{Durability: modeOf(mode)}, PollTimeout: time.Second}, mpOptions(name)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
@@ -167,13 +196,14 @@ type workerProc struct {
 	err    error
 }
 
-func startWorker(t *testing.T, dir, logDir, name string, mode provider.Durability) *workerProc {
+func startWorker(t *testing.T, dir, logDir, name string, mode provider.Durability, env ...string) *workerProc {
 	t.Helper()
 	logf, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	require.NoError(t, err)
 	t.Cleanup(func() { logf.Close() })
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorkerDir+"="+dir, envWorkerName+"="+name, envWorkerMode+"="+mode.String())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
