@@ -8,7 +8,10 @@ PKGS := ./...
 ## multi-process race tests' round counts. The bench module (its own go.mod)
 ## is tested too: its harness test runs every benchmark once at a tiny size.
 ## So is the goworkflows module (its own go.mod): go-workflows' backend and
-## end-to-end suites in both durability modes, and the multi-process test.
+## end-to-end suites in both durability modes, the multi-process test, the
+## durofs CLI on a go-workflows directory, and the diagnostics UI in a
+## headless Chromium (apt-get install chromium; skipped without it unless CI
+## is set).
 test: vet crossbuild
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
