@@ -55,7 +55,9 @@ func pageText(ctx context.Context, wants ...string) (string, error) {
 	return chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
 }
 
-func jsString(s string) string { return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"` }
+func jsString(s string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
+}
 
 // TestUIInBrowser: durofs-ui serves go-workflows' diagnostics UI over a
 // durofs directory; a headless Chromium renders its instance list and one
