@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints gwchaos stalltest powerloss bench bench-quick clean
+.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints gwchaos stalltest powerloss bench bench-gw bench-quick clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts. The bench module (its own go.mod)
@@ -114,6 +114,14 @@ powerloss:
 BENCH_ARGS ?=
 bench:
 	cd bench && $(GO) run ./cmd/durobench -out bench-report.md $(BENCH_ARGS)
+
+## bench-gw: go-workflows workflows/s on the durofs backend vs go-workflows'
+## own SQLite backend (bench/gwbench): its bench tool's tree and a chain of
+## activities, at 1 process and at 4 worker processes on one store; goals
+## >= 1.0x and >= 1.5x. GW_BENCH_ARGS: see go run ./cmd/gwbench -h.
+GW_BENCH_ARGS ?=
+bench-gw:
+	cd bench && $(GO) run ./cmd/gwbench $(GW_BENCH_ARGS)
 
 ## bench-quick: the harness at tiny sizes (checks it runs; figures mean nothing).
 bench-quick:
