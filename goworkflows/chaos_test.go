@@ -48,15 +48,7 @@ func TestChaos(t *testing.T) {
 	}
 	const n = 100
 	dir := t.TempDir()
-	logDir, err := os.MkdirTemp("", "durofs-gw-chaos-logs-")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			os.RemoveAll(logDir)
-		} else {
-			t.Logf("worker logs kept in %s", logDir)
-		}
-	})
+	logDir := workerLogDir(t, "durofs-gw-chaos-logs-")
 	actLog := filepath.Join(logDir, "activities.log")
 	env := envActivityLog + "=" + actLog
 	workers := make([]*workerProc, 3)

@@ -189,6 +189,22 @@ func runWorkerProcess(dir, name, mode string) int {
 	return 0
 }
 
+// workerLogDir makes a directory for the worker processes' logs, removed
+// after the test unless it failed.
+func workerLogDir(t *testing.T, prefix string) string {
+	t.Helper()
+	logDir, err := os.MkdirTemp("", prefix)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(logDir)
+		} else {
+			t.Logf("worker logs kept in %s", logDir)
+		}
+	})
+	return logDir
+}
+
 type workerProc struct {
 	name   string
 	cmd    *exec.Cmd
@@ -239,15 +255,7 @@ func TestMultiprocess(t *testing.T) {
 func testMultiprocess(t *testing.T, mode provider.Durability) {
 	const n = 300
 	dir := t.TempDir()
-	logDir, err := os.MkdirTemp("", "durofs-gw-mp-logs-")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			os.RemoveAll(logDir)
-		} else {
-			t.Logf("worker logs kept in %s", logDir)
-		}
-	})
+	logDir := workerLogDir(t, "durofs-gw-mp-logs-")
 	workers := make([]*workerProc, 3)
 	for i := range workers {
 		workers[i] = startWorker(t, dir, logDir, "worker-"+strconv.Itoa(i), mode)

@@ -409,6 +409,27 @@ func (p *FSProvider) gwQueueDirs(activity bool) ([]string, error) {
 	return out, nil
 }
 
+// gwEachQueue calls fn for every workflow queue directory that exists,
+// workflow queues first, then activity queues, each sorted by name.
+func (p *FSProvider) gwEachQueue(fn func(dir string, activity bool, q *fsqueue.Queue) error) error {
+	for _, activity := range []bool{false, true} {
+		dirs, err := p.gwQueueDirs(activity)
+		if err != nil {
+			return err
+		}
+		for _, dir := range dirs {
+			q, err := p.gwQueue(dir)
+			if err != nil {
+				return err
+			}
+			if err := fn(dir, activity, q); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // gwClose closes the workflow queues (Close).
 func (p *FSProvider) gwClose() error {
 	p.gw.mu.Lock()

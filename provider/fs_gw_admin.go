@@ -356,34 +356,31 @@ func gwPruneSkips(p *FSProvider, key string) bool {
 // behind.
 func (p *FSProvider) gwDeletionRefs(ctx context.Context, keys map[string]string) (map[string][]queueRef, error) {
 	out := map[string][]queueRef{}
-	adirs, err := p.gwQueueDirs(true)
-	if err != nil {
-		return nil, err
-	}
-	wdirs, err := p.gwQueueDirs(false)
-	if err != nil {
-		return nil, err
-	}
-	for _, dir := range append(adirs, wdirs...) { // activity queues first: see above
-		q, err := p.gwQueue(dir)
+	// Activity queues first: see above.
+	for _, first := range []bool{true, false} {
+		err := p.gwEachQueue(func(dir string, activity bool, q *fsqueue.Queue) error {
+			if activity != first {
+				return nil
+			}
+			for key := range keys {
+				entries, err := q.ListAttr(key)
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					if activity {
+						err := q.WithClaim(ctx, e.Name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) })
+						if err != nil {
+							return fmt.Errorf("finish the pending completion of activity task %s/%s: %w", dir, e.Name, err)
+						}
+					}
+					out[key] = append(out[key], queueRef{Queue: dir, Name: e.Name})
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, err
-		}
-		_, activity, _ := gwQueueName(dir)
-		for key := range keys {
-			entries, err := q.ListAttr(key)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				if activity {
-					err := q.WithClaim(ctx, e.Name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) })
-					if err != nil {
-						return nil, fmt.Errorf("finish the pending completion of activity task %s/%s: %w", dir, e.Name, err)
-					}
-				}
-				out[key] = append(out[key], queueRef{Queue: dir, Name: e.Name})
-			}
 		}
 	}
 	return out, nil

@@ -33,11 +33,10 @@ func gwMessages(t *testing.T, p *FSProvider) map[string]int {
 	return out
 }
 
-// gwDeletionFixture builds a running go-workflows instance "parent" with a
-// sub-workflow "child", two activity tasks (one claimed, one whose
-// completion committed and was not applied), a future timer and a signal;
-// it returns the claimed task's token.
-func gwDeletionFixture(t *testing.T, p *FSProvider) string {
+// gwRunningParent builds a running go-workflows instance "parent" (queue
+// "default") with a sub-workflow "child" (queue "other") it started, two
+// activity tasks a1 and a2 in queue "acts", a future timer and a signal.
+func gwRunningParent(t *testing.T, p *FSProvider) {
 	t.Helper()
 	ctx := context.Background()
 	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"parent", "e1"}, WorkflowStart{Queue: "default", Name: "P"}, gwEv("start", "WorkflowExecutionStarted", 0)))
@@ -52,14 +51,27 @@ func gwDeletionFixture(t *testing.T, p *FSProvider) string {
 			Events: []WorkflowEvent{gwEv("cstart", "WorkflowExecutionStarted", 0)}}},
 	}))
 	mustNoErr(t, p.SendWorkflowEvent(ctx, "parent", "", gwEv("sig", "SignalReceived", 0)))
-	a1, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
+}
+
+// gwFetchActivity fetches the next activity task of queue "acts" and checks
+// it is eventID's.
+func gwFetchActivity(t *testing.T, p *FSProvider, eventID string) *WorkflowActivityTask {
+	t.Helper()
+	at, err := p.FetchWorkflowActivity(context.Background(), []string{"acts"}, "w", time.Minute, 0)
 	mustNoErr(t, err)
-	a2, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
-	mustNoErr(t, err)
-	if a1 == nil || a2 == nil || a1.EventID != "a1" || a2.EventID != "a2" {
-		t.Fatalf("activity tasks %+v %+v", a1, a2)
+	if at == nil || at.EventID != eventID {
+		t.Fatalf("activity task %+v, want %s", at, eventID)
 	}
-	crashAfterCommit(t, "gw_act", func() { _ = p.CompleteWorkflowActivity(ctx, a2.Token, gwEv("a2done", "ActivityCompleted", 0)) })
+	return at
+}
+
+// gwDeletionFixture is gwRunningParent with a1 claimed and a2 completed by
+// a commit that was not applied; it returns a1's token.
+func gwDeletionFixture(t *testing.T, p *FSProvider) string {
+	t.Helper()
+	gwRunningParent(t, p)
+	a1, a2 := gwFetchActivity(t, p, "a1"), gwFetchActivity(t, p, "a2")
+	crashAfterCommit(t, "gw_act", func() { _ = p.CompleteWorkflowActivity(context.Background(), a2.Token, gwEv("a2done", "ActivityCompleted", 0)) })
 	return a1.Token
 }
 

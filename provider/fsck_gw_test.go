@@ -10,36 +10,19 @@ import (
 	"time"
 )
 
-// gwFsckFixture builds a running go-workflows instance "parent" (queue
-// "default") with a finished sub-workflow "child" (queue "other"), two
-// activity tasks in queue "acts" (a1 claimed), a future timer, a signal and
-// the child's result.
+// gwFsckFixture is gwRunningParent with the child finished (its result sent
+// to the parent) and a1 claimed.
 func gwFsckFixture(t *testing.T, p *FSProvider) {
 	t.Helper()
 	ctx := context.Background()
-	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"parent", "e1"}, WorkflowStart{Queue: "default", Name: "P"}, gwEv("start", "WorkflowExecutionStarted", 0)))
-	task := gwFetchOf(t, p, "parent")
-	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{
-		State: WorkflowActive,
-		Executed: []WorkflowEvent{gwEv("ts1", "WorkflowTaskStarted", 1), gwEv("start", "WorkflowExecutionStarted", 2),
-			gwEv("a1", "ActivityScheduled", 3), gwEv("a2", "ActivityScheduled", 4), gwEv("tim", "TimerScheduled", 5), gwEv("sub", "SubWorkflowScheduled", 6)},
-		Activities: []WorkflowActivity{{Queue: "acts", EventID: "a1", Payload: json.RawMessage(`{"a":1}`)}, {Queue: "acts", EventID: "a2", Payload: json.RawMessage(`{"a":2}`)}},
-		Timers:     []WorkflowEvent{gwTimer("fire", time.Now().Add(time.Hour), 5)},
-		Sends: []WorkflowSend{{Target: WorkflowRef{"child", "c1"}, Start: &WorkflowStart{Queue: "other", Name: "C", Parent: &WorkflowParent{"parent", "e1", 6}},
-			Events: []WorkflowEvent{gwEv("cstart", "WorkflowExecutionStarted", 0)}}},
-	}))
-	mustNoErr(t, p.SendWorkflowEvent(ctx, "parent", "", gwEv("sig", "SignalReceived", 0)))
+	gwRunningParent(t, p)
 	ct, err := p.FetchWorkflowTask(ctx, []string{"other"}, "w", time.Minute, 0)
 	mustNoErr(t, err)
 	mustNoErr(t, p.CompleteWorkflowTask(ctx, ct, WorkflowTaskResult{
 		State: WorkflowFinished, Executed: []WorkflowEvent{gwEv("cts", "WorkflowTaskStarted", 1), gwEv("cstart", "WorkflowExecutionStarted", 2), gwEv("cfin", "WorkflowExecutionFinished", 3)},
 		Sends: []WorkflowSend{{Target: WorkflowRef{"parent", "e1"}, Events: []WorkflowEvent{gwEv("subdone", "SubWorkflowCompleted", 0)}}},
 	}))
-	a1, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
-	mustNoErr(t, err)
-	if a1 == nil || a1.EventID != "a1" {
-		t.Fatalf("activity task %+v", a1)
-	}
+	gwFetchActivity(t, p, "a1")
 }
 
 // gwQueueFile returns the path of the first message of a go-workflows

@@ -15,31 +15,20 @@ import (
 // queues first, then activity queues, each sorted by name).
 func (p *FSProvider) gwQueueStats(ctx context.Context, nowMs int64) ([]QueueStat, error) {
 	var out []QueueStat
-	for _, activity := range []bool{false, true} {
-		dirs, err := p.gwQueueDirs(activity)
-		if err != nil {
-			return out, err
+	err := p.gwEachQueue(func(dir string, activity bool, q *fsqueue.Queue) error {
+		st := QueueStat{Queue: dir, Kinds: map[string]int{}}
+		var err error
+		if activity {
+			err = p.claimedQueueStat(q, &st, nowMs, gwActivityKind)
+		} else {
+			err = p.leasedQueueStat(ctx, q, &st, nowMs,
+				func(e fsqueue.Entry) string { return e.Attrs[attrType] },
+				func(e fsqueue.Entry) bool { return e.Attrs[attrTimer] == "1" })
 		}
-		for _, dir := range dirs {
-			q, err := p.gwQueue(dir)
-			if err != nil {
-				return out, err
-			}
-			st := QueueStat{Queue: dir, Kinds: map[string]int{}}
-			if activity {
-				err = p.claimedQueueStat(q, &st, nowMs, gwActivityKind)
-			} else {
-				err = p.leasedQueueStat(ctx, q, &st, nowMs,
-					func(e fsqueue.Entry) string { return e.Attrs[attrType] },
-					func(e fsqueue.Entry) bool { return e.Attrs[attrTimer] == "1" })
-			}
-			if err != nil {
-				return out, err
-			}
-			out = append(out, st)
-		}
-	}
-	return out, nil
+		out = append(out, st)
+		return err
+	})
+	return out, err
 }
 
 // gwActivityKind is the kind QueuedMessage and QueueStat give an activity
@@ -50,31 +39,19 @@ const gwActivityKind = "ActivityTask"
 // queues: its pending events (Kind: the event type) and activity tasks.
 func (p *FSProvider) gwInstanceMessages(key string) ([]QueuedMessage, error) {
 	var out []QueuedMessage
-	for _, activity := range []bool{false, true} {
-		dirs, err := p.gwQueueDirs(activity)
-		if err != nil {
-			return nil, err
+	err := p.gwEachQueue(func(dir string, activity bool, q *fsqueue.Queue) error {
+		entries, err := q.ListAttr(key)
+		for _, e := range entries {
+			kind := e.Attrs[attrType]
+			if activity {
+				kind = gwActivityKind
+			}
+			out = append(out, QueuedMessage{Queue: dir, Name: e.Name, Kind: kind, Instance: e.Attrs[attrInstance],
+				VisibleAtMs: e.VisibleAtMs, EnqueuedAtMs: e.EnqueuedAtMs})
 		}
-		for _, dir := range dirs {
-			q, err := p.gwQueue(dir)
-			if err != nil {
-				return nil, err
-			}
-			entries, err := q.ListAttr(key)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				kind := e.Attrs[attrType]
-				if activity {
-					kind = gwActivityKind
-				}
-				out = append(out, QueuedMessage{Queue: dir, Name: e.Name, Kind: kind, Instance: e.Attrs[attrInstance],
-					VisibleAtMs: e.VisibleAtMs, EnqueuedAtMs: e.EnqueuedAtMs})
-			}
-		}
-	}
-	return out, nil
+		return err
+	})
+	return out, err
 }
 
 // WorkflowExecutionSummary is one go-workflows execution of an instance, as
