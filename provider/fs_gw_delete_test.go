@@ -71,7 +71,9 @@ func gwDeletionFixture(t *testing.T, p *FSProvider) string {
 	t.Helper()
 	gwRunningParent(t, p)
 	a1, a2 := gwFetchActivity(t, p, "a1"), gwFetchActivity(t, p, "a2")
-	crashAfterCommit(t, "gw_act", func() { _ = p.CompleteWorkflowActivity(context.Background(), a2.Token, gwEv("a2done", "ActivityCompleted", 0)) })
+	crashAfterCommit(t, "gw_act", func() {
+		_ = p.CompleteWorkflowActivity(context.Background(), a2.Token, gwEv("a2done", "ActivityCompleted", 0))
+	})
 	return a1.Token
 }
 
