@@ -67,7 +67,8 @@ type Result struct {
 	Workflows int
 	Elapsed   time.Duration
 	// Busy counts the client calls that failed because the store was
-	// locked by another process (SQLite's SQLITE_BUSY) and were retried.
+	// locked by another process (SQLite's "database is locked") and were
+	// retried.
 	Busy int
 }
 
@@ -209,12 +210,13 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 }
 
 // retryBusy calls f until it does not fail with SQLite's "database is
-// locked" (another process holds the write lock past busy_timeout, or a
-// read transaction could not be upgraded), counting the retries.
+// locked" (SQLITE_BUSY: another process held the write lock past
+// busy_timeout; SQLITE_BUSY_SNAPSHOT: a read transaction could not be
+// upgraded to a write), counting the retries.
 func retryBusy(ctx context.Context, busy *atomic.Int64, f func() error) error {
 	for {
 		err := f()
-		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || ctx.Err() != nil {
+		if err == nil || !strings.Contains(err.Error(), "database is locked") || ctx.Err() != nil {
 			return err
 		}
 		busy.Add(1)

@@ -70,7 +70,7 @@ func main() {
 					fail(fmt.Errorf("%s %s at %d process(es): %w", be, sc, p, err))
 				}
 				per[be] = res.PerSecond()
-				fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v (%d client calls retried on SQLITE_BUSY)\n",
+				fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v (%d client calls retried on \"database is locked\")\n",
 					be, sc, p, res.Workflows, res.Elapsed.Round(time.Millisecond), res.Busy)
 			}
 			goal := 1.0
