@@ -129,12 +129,12 @@ func claimable(e Entry, c *Claim, now int64) bool {
 // claim State and satisfies eligible (nil accepts all). eligible receives the
 // current claim or nil; it may be called more than once per message and must
 // not retain the claim. The new claim has a fresh token, Owner owner,
-// LockedUntilMs = now+lockFor (now read after the shard lock is held),
+// LockedUntilMs = now+lockFor (now read after the message's lock is held),
 // Attempt one more than before, and the previous VisibleAtMs and Data.
 //
-// Messages whose shard lock is held by someone else are skipped at first;
+// Messages whose lock is held by someone else are skipped at first;
 // if nothing else was claimable, ClaimNext waits for them in turn, up to
-// busyWait (20 ms) in all, since shard locks are held only for short
+// busyWait (20 ms) in all, since message locks are held only for short
 // critical sections. (nil, nil) means nothing was claimable right now; poll again
 // later.
 // ClaimNext never returns a lease that has already expired.
@@ -154,7 +154,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 		return nil, err
 	}
 	now := clock.Ms(q.clock.Now())
-	var busy []Entry // claimable, but their shard lock was held when tried
+	var busy []Entry // claimable, but their lock was held when tried
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -173,7 +173,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 			continue
 		}
 		got, err := q.tryClaim(ctx, e, owner, lockFor, eligible, 0)
-		if errors.Is(err, errShardBusy) {
+		if errors.Is(err, errBusy) {
 			busy = append(busy, e)
 			continue
 		}
@@ -184,10 +184,9 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 			return got, nil
 		}
 	}
-	// Nothing else was claimable. Shard locks are held only for short
-	// critical sections (a claim, an ack, a cleanup), so a message whose
-	// shard was merely busy is worth a short wait rather than reporting no
-	// work.
+	// Nothing else was claimable. Message locks are held only for short
+	// critical sections (a claim, an ack, a cleanup), so a message that was
+	// merely busy is worth a short wait rather than reporting no work.
 	deadline := time.Now().Add(busyWait) // for all of them together
 	for _, e := range busy {
 		wait := time.Until(deadline)
@@ -195,7 +194,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 			break
 		}
 		got, err := q.tryClaim(ctx, e, owner, lockFor, eligible, wait)
-		if errors.Is(err, errShardBusy) {
+		if errors.Is(err, errBusy) {
 			continue
 		}
 		if err != nil || got != nil {
@@ -206,43 +205,43 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 }
 
 // busyWait bounds how long [Queue.ClaimNext], having found nothing else,
-// waits in all for the shard locks of messages whose shard was busy.
+// waits in all for the locks of messages that were busy.
 const busyWait = 20 * time.Millisecond
 
-// errShardBusy: tryClaim did not get the shard lock in time.
-var errShardBusy = errors.New("fsqueue: shard lock busy")
+// errBusy: tryClaim did not get the message's lock in time.
+var errBusy = errors.New("fsqueue: message lock busy")
 
 // testHookBusyWait, when set by a test, runs when ClaimNext starts waiting
-// for a busy shard.
+// for a busy message.
 var testHookBusyWait func(name string)
 
-// tryClaim claims e if it gets its shard lock (at once, or within wait)
-// and e is still claimable under the lock. It returns (nil, nil) if e is
-// not claimable, errShardBusy if the lock was not free.
+// tryClaim claims e if it gets its message's lock (at once, or within
+// wait) and e is still claimable under the lock. It returns (nil, nil) if e
+// is not claimable or is gone, errBusy if the lock was not free.
 func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool, wait time.Duration) (_ *Claimed, err error) {
-	var u vfs.Unlocker
-	ok := true
-	if wait == 0 {
-		u, ok, err = q.fsys.TryLock(q.lockPath(e.Name))
-	} else {
+	lctx := ctx
+	if wait > 0 {
 		if testHookBusyWait != nil {
 			testHookBusyWait(e.Name)
 		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		u, err = q.fsys.Lock(wctx, q.lockPath(e.Name))
-		cancel()
-		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-			ok, err = false, nil
-		}
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
 	}
-	if errors.Is(err, vfs.ErrSymlink) {
-		return nil, q.skipLinkedShard(e.Name, err)
-	}
-	if err != nil {
+	u, ok, err := q.fsys.LockExisting(lctx, q.msgPath(e.Name), wait > 0)
+	switch {
+	case err == nil && !ok:
+		return nil, errBusy
+	case err == nil:
+	case vfs.IsNotExist(err):
+		q.forget(e.Name) // consumed or deleted since it was listed
+		return nil, nil
+	case wait > 0 && lctx.Err() != nil && ctx.Err() == nil:
+		return nil, errBusy
+	case errors.Is(err, vfs.ErrSymlink):
+		return nil, q.skipLinked(e.Name, err)
+	default:
 		return nil, fmt.Errorf("fsqueue: claim %s: %w", e.Name, err)
-	}
-	if !ok {
-		return nil, errShardBusy
 	}
 	defer func() {
 		if uerr := u.Unlock(); uerr != nil && err == nil {
@@ -279,8 +278,9 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 	if err := q.writeClaim(e.Name, c); err != nil {
 		return nil, err
 	}
-	// The message may have been deleted concurrently (Delete does not take
-	// the shard lock): then our claim is an orphan and goes.
+	// Only a holder of its lock deletes a message, but a queue without
+	// claims discipline (Delete of a message nobody locks) could still
+	// remove it: then our claim is an orphan and goes.
 	gone := func() error {
 		q.forget(e.Name)
 		q.log.Debug("fsqueue: claimed message vanished", "dir", q.dir, "name", e.Name)
@@ -430,7 +430,7 @@ func (q *Queue) PeekClaim(name string) (c Claim, exists bool, err error) {
 }
 
 // writeClaim replaces claims/<name>.json, durably unless the queue has
-// VolatileClaims. Callers hold the shard lock.
+// VolatileClaims. Callers hold the message's lock.
 func (q *Queue) writeClaim(name string, c Claim) error {
 	data, err := json.Marshal(c)
 	if err != nil {
@@ -446,24 +446,38 @@ func (q *Queue) writeClaim(name string, c Claim) error {
 	return nil
 }
 
-// ClaimGuard gives access to one message's claim while its shard lock is
-// held; it is valid only inside the [Queue.WithClaim] callback.
+// ClaimGuard gives access to one message's claim while its lock is held;
+// it is valid only inside the [Queue.WithClaim] callback.
 type ClaimGuard struct {
 	q    *Queue
 	name string
+	// gone: the message did not exist, so no lock was taken (see WithClaim)
+	gone bool
 	done atomic.Bool
 }
 
 var errGuardDone = errors.New("fsqueue: ClaimGuard used after WithClaim returned")
 
-// WithClaim runs fn while holding name's shard lock (waiting for it until ctx
-// is done). Every read-check-write of a claim outside ClaimNext must happen
-// inside fn.
+// WithClaim runs fn while holding name's lock - an flock on the message
+// file itself, waiting for it until ctx is done. Every read-check-write of a
+// claim outside ClaimNext must happen inside fn.
+//
+// If the message does not exist - it was consumed or deleted, which only a
+// holder of its lock does - there is nothing left to exclude anyone from:
+// fn runs without a lock, [ClaimGuard.MessageExists] reports false and
+// [ClaimGuard.Write] fails with [ErrNotFound]. A claim left behind is inert
+// (Renew, Abandon and ClaimNext need the message), and fn may only remove
+// it or finish work it records, idempotently.
 func (q *Queue) WithClaim(ctx context.Context, name string, fn func(g *ClaimGuard) error) (err error) {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	u, err := q.fsys.Lock(ctx, q.lockPath(name))
+	u, _, err := q.fsys.LockExisting(ctx, q.msgPath(name), true)
+	if vfs.IsNotExist(err) {
+		g := &ClaimGuard{q: q, name: name, gone: true}
+		defer g.done.Store(true)
+		return fn(g)
+	}
 	if err != nil {
 		return fmt.Errorf("fsqueue: lock %s: %w", name, err)
 	}
@@ -502,9 +516,21 @@ func (g *ClaimGuard) Write(c Claim) error {
 	return g.q.writeClaim(g.name, c)
 }
 
+// Remove removes the message's claim, if any (ENOENT is success), without a
+// directory fsync; it is allowed on the claim of a gone message too.
+func (g *ClaimGuard) Remove() error {
+	if g.done.Load() {
+		return errGuardDone
+	}
+	return g.q.DeleteClaim(g.name)
+}
+
 func (g *ClaimGuard) checkWrite(c Claim) error {
 	if g.done.Load() {
 		return errGuardDone
+	}
+	if g.gone {
+		return fmt.Errorf("fsqueue: write claim %s: %w (a claim of a gone message is only removed)", g.name, ErrNotFound)
 	}
 	if c.Token != "" {
 		if n, ok := NameFromToken(c.Token); !ok || n != g.name {
@@ -518,6 +544,9 @@ func (g *ClaimGuard) checkWrite(c Claim) error {
 func (g *ClaimGuard) MessageExists() (bool, error) {
 	if g.done.Load() {
 		return false, errGuardDone
+	}
+	if g.gone {
+		return false, nil
 	}
 	_, err := g.q.fsys.Lstat(g.q.msgPath(g.name))
 	if err == nil {
@@ -639,10 +668,8 @@ func (q *Queue) Claims() ([]string, error) {
 // Sweep removes temporary files older than tempOlderThan (by the queue's
 // clock against their mtime) from the queue directory and claims/, and
 // orphan claims: claims whose message and staged file are both gone and
-// whose State is empty (checked under the shard lock; an unparsable orphan
-// claim is removed too; a claim whose shard lock stays busy for busyWait is
-// left to the next sweep). It does not touch staged files, nor claims with a
-// non-empty State. Use an age of minutes: a younger temporary file may
+// whose State is empty (an unparsable orphan claim is removed too). It does
+// not touch staged files, nor claims with a non-empty State. Use an age of minutes: a younger temporary file may
 // belong to a write in progress. Removals are not fsynced (a removal lost to
 // a power loss is redone by the next sweep).
 func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepStats, error) {
@@ -695,38 +722,20 @@ func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepSt
 		if !orphan {
 			continue
 		}
-		// A shard lock busy for longer than busyWait is skipped until the
-		// next sweep: its holder is working on that shard (an ack may be
-		// deleting this very claim), and may be stopped - a sweep must not
-		// wait for it.
+		// The message is gone, and only a holder of a message's lock removes
+		// it, so nobody can make this claim live again: it is removed
+		// without a lock (sweepers racing on it both succeed). A claim in a
+		// caller's state (an acked item awaiting cleanup) is the caller's.
 		removed := false
-		wctx, cancel := context.WithTimeout(ctx, busyWait)
-		err = q.WithClaim(wctx, name, func(g *ClaimGuard) error {
-			if orphan, err := q.isOrphan(name); err != nil || !orphan {
-				return err
-			}
-			c, exists, err := g.Read()
-			if err != nil && !errors.Is(err, errCorrupt) {
-				return err
-			}
-			if !exists || (err == nil && c.State != "") {
-				return nil
-			}
-			if err := q.fsys.Remove(q.claimPath(name)); err != nil {
-				if vfs.IsNotExist(err) {
-					return nil
-				}
-				return err
+		c, exists, err := q.readClaim(name)
+		if err != nil && !errors.Is(err, errCorrupt) {
+			return st, fmt.Errorf("fsqueue: sweep: %w", err)
+		}
+		if exists && (err != nil || c.State == "") {
+			if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+				return st, fmt.Errorf("fsqueue: sweep: %w", err)
 			}
 			removed = true
-			return nil
-		})
-		cancel()
-		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			continue
-		}
-		if err != nil {
-			return st, fmt.Errorf("fsqueue: sweep: %w", err)
 		}
 		if removed {
 			st.OrphanClaimsRemoved++

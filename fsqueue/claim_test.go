@@ -368,10 +368,13 @@ func TestSweep(t *testing.T) {
 		if n == acked {
 			state = "acked"
 		}
-		err := q.WithClaim(ctx, n, func(g *fsqueue.ClaimGuard) error {
-			return g.Write(fsqueue.Claim{Token: n + ".22222222-2222-4222-8222-222222222222", LockedUntilMs: clock.Ms(g.Now()) + 60_000, State: state})
-		})
+		// Claims of messages that are not published: written by hand (a
+		// claim can be written only under a published message's lock).
+		data, err := json.Marshal(fsqueue.Claim{Token: n + ".22222222-2222-4222-8222-222222222222", LockedUntilMs: clock.Ms(clk.Now()) + 60_000, State: state})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "claims", n+".json"), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -431,10 +434,6 @@ func TestSweep(t *testing.T) {
 	st, err = q.Sweep(ctx, 10*time.Minute)
 	if err != nil || st.TempRemoved != 1 || st.OrphanClaimsRemoved != 0 {
 		t.Fatalf("second Sweep = %+v, %v", st, err)
-	}
-	// No sweep ever touches lock files.
-	if locks, _ := os.ReadDir(filepath.Join(dir, "locks")); len(locks) == 0 {
-		t.Fatal("lock files removed")
 	}
 	for _, f := range mustReadDir(t, dir) {
 		if strings.HasPrefix(f, vfs.TempPrefix) {

@@ -7,14 +7,12 @@
 //
 // # On-disk format
 //
-//	<dir>/fsqueue.json           {"format":"fsqueue","version":1,"shards":N}, created once
-//	                             (create-exclusive) so that every process uses the same lock sharding
+//	<dir>/fsqueue.json           {"format":"fsqueue","version":2}, created once (create-exclusive);
+//	                             a queue of another version is refused
 //	<dir>/<name>.json            one immutable message; <name> is a 26-character ULID
 //	                             (Crockford base32, upper case)
 //	<dir>/.staged-<name>.json    a message written but not yet published ([Queue.Stage], [Queue.Publish])
 //	<dir>/claims/<name>.json     the claim (peek-lock lease) of a message, if it was ever claimed
-//	<dir>/locks/<NN>.lock        shard lock files (flock); NN = two hex digits, the shard of a name
-//	                             is FNV-1a(name) mod N. Lock files are never deleted.
 //	<dir>/.tmp-*, claims/.tmp-*  temporary files ([vfs.TempPrefix]); removed by [Queue.Sweep]
 //
 // A message file holds
@@ -37,15 +35,25 @@
 //
 // # Mutual exclusion
 //
-// Claims are read, checked and written only while the message's shard lock
-// (an flock on locks/<NN>.lock, taken through [vfs.FS.Lock] / [vfs.FS.TryLock],
-// which also excludes goroutines of one process) is held, and the clock is
-// read after the lock is held, so a lease is never computed before waiting
-// and never handed out already expired. The flock, not a write-then-verify
-// read, is the mutual exclusion: of two processes racing for one message,
-// the second to get the flock reads the first one's claim and skips the
-// message. The kernel releases an flock when its holder dies, so a killed
-// process never leaves a stale lock; its leases simply expire.
+// Claims are read, checked and written only while the message's lock is
+// held: an flock on the message file itself, taken through
+// [vfs.FS.LockExisting] (which also excludes goroutines of one process and
+// never creates the file), and the clock is read after the lock is held, so
+// a lease is never computed before waiting and never handed out already
+// expired. The flock, not a write-then-verify read, is the mutual
+// exclusion: of two processes racing for one message, the second to get the
+// flock reads the first one's claim and skips the message. The kernel
+// releases an flock when its holder dies, so a killed process never leaves a
+// stale lock; its leases simply expire.
+//
+// Each message is its own lock, so a process stopped (SIGSTOP, a frozen
+// cgroup) while it holds one holds up only that message - which is its own
+// claim, or one it was about to claim - and never another process's work:
+// ClaimNext skips a busy message (waiting at most 20 ms in all when nothing
+// else is claimable). There are no lock files to create or clean up. Only a
+// holder of a message's lock deletes the message, so once it is gone nothing
+// can change its claim any more: [Queue.WithClaim] then runs without a lock
+// and a leftover claim is inert.
 //
 // # Crash analysis
 //
@@ -97,7 +105,7 @@
 //
 // [Queue.ClaimNext], [Queue.Renew] and [Queue.Abandon] change a claim with
 // [vfs.WriteFile] (temporary file, fsync, rename over claims/<name>.json,
-// fsync claims/) under the shard flock:
+// fsync claims/) under the message's flock:
 //
 //   - A crash before the rename leaves the previous claim in place and a
 //     temporary file for Sweep: no one got the message (ClaimNext), the lease
@@ -123,7 +131,7 @@
 // # Clock steps
 //
 // Claim leases and visibility times are wall-clock deadlines judged by the
-// clock of the process deciding, under the shard flock; exclusion never
+// clock of the process deciding, under the message's flock; exclusion never
 // depends on the clock (the flock and the token do). When the host's clock
 // steps by Δ (designed and tested for |Δ| up to one lease length):
 //
@@ -149,5 +157,5 @@
 // size, mtime, ctime). These comparisons are between file-system timestamps
 // and the real time ([time.Now]), not the injected clock. The caches only
 // decide which messages are worth trying: every decision to hand out a
-// message is made on a fresh read of its claim under the shard flock.
+// message is made on a fresh read of its claim under the message's flock.
 package fsqueue

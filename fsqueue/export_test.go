@@ -1,7 +1,7 @@
 package fsqueue
 
 // SetBusyWaitHook sets the hook ClaimNext runs when it starts waiting for a
-// busy shard; the returned func removes it.
+// busy message; the returned func removes it.
 func SetBusyWaitHook(f func(name string)) (undo func()) {
 	testHookBusyWait = f
 	return func() { testHookBusyWait = nil }

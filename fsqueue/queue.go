@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -39,14 +38,13 @@ var (
 	// or a staged file left partial by a crash: see [Queue.StageDeferred]),
 	// or a claim file is not the message's claim (see [ClaimGuard.Read]).
 	ErrCorrupt = errors.New("fsqueue: corrupt message or claim file")
+	// ErrUnsupportedVersion: the queue directory's fsqueue.json records a
+	// format this build does not read.
+	ErrUnsupportedVersion = errors.New("fsqueue: unsupported queue format version")
 )
 
 const (
-	defaultShards = 64
-	maxShards     = 256
-
 	claimsDirName = "claims"
-	locksDirName  = "locks"
 	configName    = "fsqueue.json"
 	stagedPrefix  = ".staged-"
 	msgSuffix     = ".json"
@@ -93,11 +91,6 @@ type Options struct {
 	// Clock tells the time for visibility and leases; nil means the system
 	// clock.
 	Clock clock.Clock
-	// Shards is the number of shard lock files (1..256). 0 means the number
-	// recorded in the queue directory, or 64 for a new queue. A non-zero
-	// value that differs from the recorded one is an error: processes that
-	// disagree on sharding would not exclude each other.
-	Shards int
 	// Logger receives warnings about unreadable files; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -118,9 +111,7 @@ type Queue struct {
 	fsys      vfs.FS
 	dir       string
 	claimsDir string
-	locksDir  string
 	clock     clock.Clock
-	shards    int
 	log       *slog.Logger
 	opts      Options
 
@@ -180,20 +171,21 @@ type msgCache struct {
 type queueConfig struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
-	Shards  int    `json:"shards"`
 }
 
-// Open opens (creating if needed) the queue in dir: it creates dir, claims/
-// and locks/ and records the shard count in fsqueue.json.
+// configVersion is the queue format's version. Version 1 locked claims
+// through shard lock files (locks/NN.lock); version 2 locks each message
+// file itself. Processes of the two versions would not exclude each other,
+// so a version-1 queue is refused.
+const configVersion = 2
+
+// Open opens (creating if needed) the queue in dir: it creates dir and
+// claims/ and records the format in fsqueue.json.
 func Open(fsys vfs.FS, dir string, opts Options) (*Queue, error) {
-	if opts.Shards < 0 || opts.Shards > maxShards {
-		return nil, fmt.Errorf("fsqueue: open %s: shards %d out of range 1..%d", dir, opts.Shards, maxShards)
-	}
 	q := &Queue{
 		fsys:      fsys,
 		dir:       dir,
 		claimsDir: filepath.Join(dir, claimsDirName),
-		locksDir:  filepath.Join(dir, locksDirName),
 		clock:     opts.Clock,
 		log:       opts.Logger,
 		opts:      opts,
@@ -204,7 +196,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Queue, error) {
 	if q.log == nil {
 		q.log = slog.Default()
 	}
-	for _, d := range []string{dir, q.claimsDir, q.locksDir} {
+	for _, d := range []string{dir, q.claimsDir} {
 		if err := fsys.MkdirAll(d, vfs.DirPerm); err != nil {
 			return nil, fmt.Errorf("fsqueue: open %s: %w", dir, err)
 		}
@@ -215,57 +207,46 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Queue, error) {
 			return nil, fmt.Errorf("fsqueue: open %s: sync dir: %w", dir, err)
 		}
 	}
-	shards, err := q.loadConfig(opts.Shards)
-	if err != nil {
+	if err := q.loadConfig(); err != nil {
 		return nil, err
 	}
-	q.shards = shards
 	return q, nil
 }
 
-// loadConfig reads fsqueue.json, creating it with want (or the default)
-// shards if it does not exist, and returns the shard count to use.
-func (q *Queue) loadConfig(want int) (int, error) {
+// loadConfig reads fsqueue.json, creating it if it does not exist, and
+// checks the format.
+func (q *Queue) loadConfig() error {
 	path := filepath.Join(q.dir, configName)
 	for range 2 {
 		data, err := q.fsys.ReadFile(path)
 		if err == nil {
 			var cfg queueConfig
 			if err := json.Unmarshal(data, &cfg); err != nil {
-				return 0, fmt.Errorf("fsqueue: open %s: corrupt %s: %w", q.dir, configName, err)
+				return fmt.Errorf("fsqueue: open %s: corrupt %s: %w", q.dir, configName, err)
 			}
-			if cfg.Format != "fsqueue" || cfg.Version != 1 {
-				return 0, fmt.Errorf("fsqueue: open %s: unsupported format %q version %d", q.dir, cfg.Format, cfg.Version)
+			if cfg.Format != "fsqueue" || cfg.Version != configVersion {
+				return fmt.Errorf("fsqueue: open %s: %w: format %q version %d (this build reads version %d)",
+					q.dir, ErrUnsupportedVersion, cfg.Format, cfg.Version, configVersion)
 			}
-			if cfg.Shards < 1 || cfg.Shards > maxShards {
-				return 0, fmt.Errorf("fsqueue: open %s: recorded shards %d out of range", q.dir, cfg.Shards)
-			}
-			if want != 0 && want != cfg.Shards {
-				return 0, fmt.Errorf("fsqueue: open %s: Shards %d differs from the queue's recorded %d", q.dir, want, cfg.Shards)
-			}
-			return cfg.Shards, nil
+			return nil
 		}
 		if !vfs.IsNotExist(err) {
-			return 0, fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
+			return fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
 		}
-		n := want
-		if n == 0 {
-			n = defaultShards
-		}
-		body, err := json.Marshal(queueConfig{Format: "fsqueue", Version: 1, Shards: n})
+		body, err := json.Marshal(queueConfig{Format: "fsqueue", Version: configVersion})
 		if err != nil {
-			return 0, fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
+			return fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
 		}
 		err = vfs.CreateExclusive(q.fsys, path, body, false)
 		if err == nil {
-			return n, nil
+			return nil
 		}
 		if !vfs.IsExist(err) {
-			return 0, fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
+			return fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
 		}
 		// Another process created it first: read theirs.
 	}
-	return 0, fmt.Errorf("fsqueue: open %s: cannot read or create %s", q.dir, configName)
+	return fmt.Errorf("fsqueue: open %s: cannot read or create %s", q.dir, configName)
 }
 
 // Dir returns the queue directory.
@@ -344,12 +325,6 @@ func (q *Queue) stagedPath(name string) string {
 	return filepath.Join(q.dir, stagedPrefix+name+msgSuffix)
 }
 func (q *Queue) claimPath(name string) string { return filepath.Join(q.claimsDir, name+msgSuffix) }
-
-func (q *Queue) lockPath(name string) string {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return filepath.Join(q.locksDir, fmt.Sprintf("%02x.lock", h.Sum32()%uint32(q.shards)))
-}
 
 // ---------------------------------------------------------------------------
 // Writing messages

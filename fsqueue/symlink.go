@@ -5,29 +5,29 @@ package fsqueue
 // can stand is handled so that one planted link never blocks the queue:
 //
 //   - a message file (<name>.json): unreadable, so List skips it like an
-//     unparseable message (logged once, until it vanishes);
+//     unparseable message (logged once, until it vanishes); it cannot be
+//     locked either (the message file is its own lock), so ClaimNext skips
+//     it with a warning and WithClaim on it fails with an error wrapping
+//     vfs.ErrSymlink;
 //   - a claim file (claims/<name>.json): unreadable, so it counts as a
 //     corrupt claim, which ClaimNext treats as no claim and replaces by
 //     rename (the link itself is replaced; its target is never written);
-//   - a shard lock file (locks/NN.lock): the messages of that shard cannot
-//     be claimed (nobody can lock them); ClaimNext skips them with a
-//     warning and claims other messages. WithClaim on such a message fails
-//     with an error wrapping vfs.ErrSymlink.
-//   - the queue directory itself or claims/ or locks/: Open fails.
+//   - the queue directory itself or claims/: Open fails.
 
 import (
 	"time"
 )
 
-// skipLinkedShard logs, at most once a minute per queue, that a message was
-// skipped because its shard lock file is a symbolic link.
-func (q *Queue) skipLinkedShard(name string, err error) error {
+// skipLinked logs, at most once a minute per queue, that a message was
+// skipped because its file is a symbolic link, and returns nil (the message
+// is not claimable).
+func (q *Queue) skipLinked(name string, err error) error {
 	q.linkWarn.Lock()
 	defer q.linkWarn.Unlock()
 	if now := time.Now(); now.Sub(q.linkWarnAt) >= time.Minute {
 		q.linkWarnAt = now
-		q.log.Warn("fsqueue: skipping a message whose shard lock file is a symbolic link (run durofs fsck)",
-			"dir", q.dir, "name", name, "lock", q.lockPath(name), "err", err)
+		q.log.Warn("fsqueue: skipping a message file that is a symbolic link (run durofs fsck)",
+			"dir", q.dir, "name", name, "err", err)
 	}
 	return nil
 }

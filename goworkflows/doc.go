@@ -145,7 +145,7 @@
 //     (peek-lock, ActivityLockTimeout) on the oldest task of the first given
 //     queue that has one. ExtendActivityTask renews the claim.
 //   - CompleteActivityTask -> provider.CompleteWorkflowActivity, one
-//     "gw_act" record: under the claim's shard lock, the claim marked,
+//     "gw_act" record: under the task's lock, the claim marked,
 //     the result published as a pending event of the execution (to the
 //     queue recorded with the task) and the task and its claim deleted.
 //   - RemoveWorkflowInstance -> provider.RemoveWorkflow: ErrInstanceNotFound,

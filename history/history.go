@@ -51,6 +51,27 @@ func (e *CorruptError) Unwrap() []error {
 	return []error{ErrCorrupt}
 }
 
+// TruncatedError reports a log with fewer valid records than were committed
+// to it (ReadCommitted). errors.Is(err, ErrTruncated) and errors.Is(err,
+// ErrCorrupt) are true for it. Like a corrupt line, it is never repaired
+// automatically: the missing records were acknowledged to someone.
+type TruncatedError struct {
+	Path      string // the log file
+	Records   int    // valid records in the file
+	Committed int    // records committed to it
+	// TornBytes is the length of the torn tail after the valid records: the
+	// start of a lost committed record, if not 0.
+	TornBytes int64
+}
+
+// Error implements error.
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("history: %s: %v: %d record(s) committed, %d in the file", e.Path, ErrTruncated, e.Committed, e.Records)
+}
+
+// Unwrap returns ErrTruncated and ErrCorrupt.
+func (e *TruncatedError) Unwrap() []error { return []error{ErrTruncated, ErrCorrupt} }
+
 // Log is one append-only log file. It holds no open file and no cached state:
 // every method reads the file afresh, so Logs for one path may live in many
 // processes.
@@ -79,6 +100,22 @@ func (l *Log) Path() string { return l.path }
 // before it and a *CorruptError.
 func (l *Log) Read() (Scan, error) {
 	s, _, err := l.scan()
+	return s, err
+}
+
+// ReadCommitted is Read for a caller that knows how many records were
+// committed to the log: a count it keeps itself, which never covers a
+// record before the record is in the file (or restored to it by the
+// caller's recovery before any read). A log with fewer valid records lost
+// committed ones - it was cut, emptied, removed or replaced - and yields the
+// records it has and a *TruncatedError. A torn tail is then part of a lost
+// record, not an append cut by a crash; with at least committed records it
+// is the usual torn tail, not an error.
+func (l *Log) ReadCommitted(committed int) (Scan, error) {
+	s, err := l.Read()
+	if err == nil && len(s.Records) < committed {
+		err = &TruncatedError{Path: l.path, Records: len(s.Records), Committed: committed, TornBytes: s.TornBytes}
+	}
 	return s, err
 }
 

@@ -24,6 +24,11 @@ var (
 	// ErrInvalid reports an argument that can never be stored, such as a
 	// payload containing '\n' or a negative base.
 	ErrInvalid = errors.New("invalid record")
+	// ErrTruncated reports a log holding fewer valid records than its
+	// caller committed to it: committed records were lost (the file was
+	// cut, emptied, removed or replaced). ReadCommitted returns it as a
+	// *TruncatedError, for which errors.Is(err, ErrCorrupt) holds too.
+	ErrTruncated = errors.New("committed records missing")
 )
 
 // castagnoli is the CRC-32C table used for every record.

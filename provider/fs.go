@@ -212,11 +212,7 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 // last used or a sync failed; a poisoned log cannot be opened while other
 // processes still have it open.
 func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
-	boot := wal.LinuxBootID
-	if b, ok := opts.FS.(interface{ BootID() (string, error) }); ok {
-		boot = b.BootID // a simulated machine (tests)
-	}
-	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: boot})
+	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: bootID(opts)})
 	if err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
@@ -243,7 +239,22 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 		l.Close()
 		return fmt.Errorf("durofs: open %s: replay the write-ahead log: %w", p.dir, err)
 	}
+	// Only now: a replay cut short by a kill leaves the old boot id, and
+	// the next process to open the directory alone replays again.
+	if err := l.RecordBoot(); err != nil {
+		l.Close()
+		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+	}
 	return nil
+}
+
+// bootID is the function that reads the running boot's id: the kernel's,
+// or a simulated machine's (tests).
+func bootID(opts Options) func() (string, error) {
+	if b, ok := opts.FS.(interface{ BootID() (string, error) }); ok {
+		return b.BootID
+	}
+	return wal.LinuxBootID
 }
 
 // newFSProvider builds a provider value from opts with defaults applied; it

@@ -199,10 +199,10 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	// History: ids must be non-zero, unique in the delta and new to the
 	// execution. Existing ids come from the record frames, so an ack works
 	// even when the stored events themselves no longer decode (test 128).
-	log := history.Open(p.fs, p.historyPath(key, executionID))
-	scan, err := log.Read()
-	var ce *history.CorruptError
-	if err != nil && !errors.As(err, &ce) {
+	// A history that lost committed events is never extended: the delta
+	// would land at the wrong position, after a hole.
+	scan, err := p.readCommittedHistory(key, executionID)
+	if err != nil && !errors.Is(err, history.ErrCorrupt) {
 		return nil, nil, Retryablef(op, err, "read history: %v", err)
 	}
 	if err != nil {
@@ -515,8 +515,8 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		return err
 	}
 	// d. Delete the consumed batch and cancelled worker items. ENOENT means
-	// done. Worker items are deleted under their claim's shard flock so a
-	// concurrent work ack or claim sees either the item or nothing.
+	// done. Worker items are deleted under their own lock so a concurrent
+	// work ack or claim sees either the item or nothing.
 	if err := p.deleteRefs(ctx, rec.Delete); err != nil {
 		return err
 	}
@@ -559,8 +559,8 @@ func (p *FSProvider) publish(refs []queueRef, replay bool) error {
 	return nil
 }
 
-// deleteRefs deletes queue messages (and a worker item's claim, under its
-// shard lock; messages of workflow queues as gwDelete does). ENOENT means
+// deleteRefs deletes queue messages (and a worker item's claim, under the
+// item's lock; messages of workflow queues as gwDelete does). ENOENT means
 // done.
 func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {

@@ -530,9 +530,13 @@ func gwHistoryPayload(instance string, n uint64, ev WorkflowEvent) ([]byte, erro
 }
 
 // gwReadHistory reads an execution's history: events with a sequence id
-// after *after (all if nil).
+// after *after (all if nil). A history that lost committed events is an
+// error (readCommittedHistory).
 func (p *FSProvider) gwReadHistory(key string, n uint64, after *int64) ([]WorkflowEvent, error) {
-	scan, err := history.Open(p.fs, p.historyPath(key, n)).Read()
+	scan, err := p.readCommittedHistory(key, n)
+	if errors.Is(err, history.ErrCorrupt) {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -673,7 +677,7 @@ func (p *FSProvider) gwPublish(refs []queueRef, replay bool) error {
 	return nil
 }
 
-// gwDelete deletes messages (an activity task under its claim's shard lock).
+// gwDelete deletes messages (an activity task under its own lock).
 func (p *FSProvider) gwDelete(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
 		if err := p.gwDeleteOne(ctx, r); err != nil {
@@ -684,7 +688,7 @@ func (p *FSProvider) gwDelete(ctx context.Context, refs []queueRef) error {
 }
 
 // gwDeleteOne deletes one message of a workflow queue, and an activity
-// task's claim with it under the claim's shard lock (a worker holding the
+// task's claim with it under the task's lock (a worker holding the
 // task then fails to complete it). ENOENT means done.
 func (p *FSProvider) gwDeleteOne(ctx context.Context, r queueRef) error {
 	q, err := p.gwQueue(r.Queue)

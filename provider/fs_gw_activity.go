@@ -5,7 +5,7 @@ package provider
 // scheduled it; fetching one is an fsqueue claim (a peek-lock with expiry);
 // completing it is one "gw_act" log record that deletes the task and
 // publishes its result as a pending event of the execution, committed the
-// way AckWorkItem commits (fs_worker.go): the claim, under its shard lock,
+// way AckWorkItem commits (fs_worker.go): the claim, under the task's lock,
 // holds the pending mark.
 
 import (
@@ -236,7 +236,7 @@ func (p *FSProvider) gwCommitAct(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *co
 }
 
 // gwApplyAct applies a committed activity completion (the caller holds the
-// claim's shard lock): publish the result, delete the task, then its claim,
+// task's lock, or the task is gone): publish the result, delete the task, then its claim,
 // which held the mark.
 func (p *FSProvider) gwApplyAct(q *fsqueue.Queue, g *fsqueue.ClaimGuard, rec *commitRecord, replay bool) error {
 	if err := p.gwPublish(rec.Publish, replay); err != nil {
@@ -286,8 +286,7 @@ func (p *FSProvider) gwRedoAct(q *fsqueue.Queue, g *fsqueue.ClaimGuard) error {
 				}
 			}
 		}
-		c.State, c.Data = "", nil
-		return g.Write(c)
+		return unmarkClaim(g, c)
 	}
 	if err := p.wal.SyncThrough(lr.end); err != nil {
 		return err
@@ -296,7 +295,7 @@ func (p *FSProvider) gwRedoAct(q *fsqueue.Queue, g *fsqueue.ClaimGuard) error {
 	return p.gwApplyAct(q, g, lr.rec, false)
 }
 
-// gwReplayAct replays a "gw_act" record under its claim's shard lock.
+// gwReplayAct replays a "gw_act" record under its task's lock.
 func (p *FSProvider) gwReplayAct(ctx context.Context, rec *commitRecord) error {
 	if rec.GW == nil {
 		return fmt.Errorf("log record %s has no activity queue", rec.CommitID)

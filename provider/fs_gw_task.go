@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
@@ -346,7 +347,16 @@ func (p *FSProvider) WorkflowHistory(ctx context.Context, ref WorkflowRef, after
 	if ex == nil {
 		return nil, ErrWorkflowNotFound
 	}
-	return p.gwReadHistory(key, ex.N, after)
+	evs, err := p.gwReadHistory(key, ex.N, after)
+	if errors.Is(err, history.ErrTruncated) {
+		// Perhaps mid-change by another process (see readExec): look
+		// again under the instance flock.
+		err = p.settled(ctx, key, func() error {
+			evs, err = p.gwReadHistory(key, ex.N, after)
+			return err
+		})
+	}
+	return evs, err
 }
 
 // FetchWorkflowTask locks the instance of the oldest visible pending event

@@ -1,12 +1,13 @@
 package provider
 
 import (
-	"github.com/durofs/durofs/lease"
-
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
 )
 
 // Read implements Provider: the latest execution's history.
@@ -20,23 +21,53 @@ func (p *FSProvider) Read(ctx context.Context, instance string) ([]Event, error)
 	if exec == 0 {
 		return []Event{}, nil
 	}
-	return p.readExec(op, key, exec)
+	return p.readExec(ctx, op, key, exec)
 }
 
 // ReadWithExecution implements Provider.
 func (p *FSProvider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]Event, error) {
-	return p.readExec("read_with_execution", instanceKey(instance), executionID)
+	return p.readExec(ctx, "read_with_execution", instanceKey(instance), executionID)
 }
 
-func (p *FSProvider) readExec(op, key string, exec uint64) ([]Event, error) {
-	events, historyErr, err := p.readHistory(key, exec)
+// readExec reads an execution's history without the instance flock. A
+// history that looks truncated may only be in the middle of a change by
+// another process (a commit's apply, a prune or a deletion removing the
+// execution): it is read again under the flock, after finishing a pending
+// commit, before it is reported as loss.
+func (p *FSProvider) readExec(ctx context.Context, op, key string, exec uint64) ([]Event, error) {
+	events, herr, err := p.loadHistory(key, exec)
+	if errors.Is(herr, history.ErrTruncated) {
+		err = p.settled(ctx, key, func() error {
+			events, herr, err = p.loadHistory(key, exec)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, Retryablef(op, err, "%v", err)
 	}
-	if historyErr != nil {
-		return nil, Permanentf(op, ErrCorrupt, "%s", *historyErr)
+	if herr != nil {
+		return nil, Permanentf(op, ErrCorrupt, "Failed to deserialize history: %v", herr)
 	}
 	return events, nil
+}
+
+// settled runs read under the instance flock, after the commit the lease
+// marks pending (if any) is finished: an unlocked reader's second look at
+// something that seemed damaged. An instance directory that does not exist
+// was never created (locking would create it) and read runs unlocked.
+func (p *FSProvider) settled(ctx context.Context, key string, read func() error) error {
+	if _, err := p.fs.Lstat(p.instDir(key)); vfs.IsNotExist(err) {
+		return read()
+	}
+	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	if err != nil {
+		return err
+	}
+	defer g.Unlock()
+	if err := p.redoPending(ctx, g, key); err != nil {
+		return fmt.Errorf("recover pending commit: %w", err)
+	}
+	return read()
 }
 
 // AppendWithExecution implements Provider. It is a test and debugging path,
@@ -68,7 +99,8 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 		return nil
 	}
 	cur, _, _ := g.Read()
-	scan, err := history.Open(p.fs, p.historyPath(key, executionID)).Read()
+	// A history that lost committed events is never extended.
+	scan, err := p.readCommittedHistory(key, executionID)
 	if err != nil {
 		if errors.Is(err, history.ErrCorrupt) {
 			return Permanentf(op, ErrCorrupt, "%v", err)

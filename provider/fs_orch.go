@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -485,16 +486,29 @@ func (p *FSProvider) deleteOrphans(batch []string, instance string) {
 	}
 }
 
-// readHistory reads one execution's history. A record that fails its CRC or
-// an event that does not decode gives historyErr (the fetch still returns the
-// item, lock held); err is an I/O failure.
+// readHistory reads one execution's history, under the instance flock and
+// after the commit its lease marks pending was finished (redoPending). A
+// record that fails its CRC, an event that does not decode, or a history
+// shorter than what was committed to it (readCommittedHistory) gives
+// historyErr (the fetch still returns the item, lock held); err is an I/O
+// failure.
 func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, historyErr *string, err error) {
-	scan, err := history.Open(p.fs, p.historyPath(key, exec)).Read()
+	events, herr, err := p.loadHistory(key, exec)
+	if herr != nil {
+		msg := fmt.Sprintf("Failed to deserialize history: %v", herr)
+		return nil, &msg, nil
+	}
+	return events, nil, err
+}
+
+// loadHistory reads and decodes one execution's history. herr says why the
+// stored history cannot be used (corrupt, truncated, an undecodable event);
+// err is an I/O failure.
+func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr, err error) {
+	scan, err := p.readCommittedHistory(key, exec)
 	if err != nil {
-		var ce *history.CorruptError
-		if errors.As(err, &ce) {
-			msg := fmt.Sprintf("Failed to deserialize history: %v", err)
-			return nil, &msg, nil
+		if errors.Is(err, history.ErrCorrupt) {
+			return nil, err, nil
 		}
 		return nil, nil, err
 	}
@@ -504,12 +518,40 @@ func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, histo
 		// Not json.Unmarshal, which would check the payload's syntax once
 		// more before UnmarshalJSON checks it.
 		if err := ev.UnmarshalJSON(r.Payload); err != nil {
-			msg := fmt.Sprintf("Failed to deserialize history: event %d: %v", r.ID, err)
-			return nil, &msg, nil
+			return nil, fmt.Errorf("event %d: %w", r.ID, err), nil
 		}
 		events = append(events, ev)
 	}
 	return events, nil, nil
+}
+
+// readCommittedHistory reads an execution's history records and checks
+// that none that was committed is missing: a history with fewer records
+// than its state.json's event_count lost committed events (it was cut,
+// emptied, removed or replaced), and yields a *history.TruncatedError
+// (history.ErrCorrupt): it is never served and never extended. Without a
+// readable state.json nothing is known, and nothing is checked.
+//
+// Why a shorter history is never a crash's doing: every apply (fs_commit.go,
+// fs_gw.go) writes the history lines of a commit before the state.json that
+// counts them; a commit a dead process left half-applied is finished under
+// the instance flock before its history is read (redoPending, which the
+// callers under the flock run first); after a power loss the replay at Open
+// rewrites every record since the checkpoint before anything is served, and
+// the checkpoint fsyncs a record's history before it passes the record.
+// state.json is read before the history, so an unlocked reader racing with
+// an apply sees the history at least as long as the count it read (see
+// readExec for the rest of that race).
+func (p *FSProvider) readCommittedHistory(key string, exec uint64) (history.Scan, error) {
+	ef, err := p.readExecutionFile(key, exec)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return history.Scan{}, err
+	}
+	committed := 0
+	if err == nil && ef != nil {
+		committed = int(min(ef.EventCount, uint64(math.MaxInt32)))
+	}
+	return history.Open(p.fs, p.historyPath(key, exec)).ReadCommitted(committed)
 }
 
 // AbandonOrchestrationItem implements Provider. Expiry is not checked (as in

@@ -176,7 +176,7 @@ func workMark(c fsqueue.Claim) string {
 
 // AckWorkItem implements Provider. It is atomic across deleting the item and
 // enqueuing the completion; the commit protocol is fs_wal.go's, with the
-// item's claim (under its shard lock) holding the pending mark:
+// item's claim (under the item's lock) holding the pending mark:
 //
 //  1. verify the token, expiry and that the item still exists (a cancelled
 //     item is gone: permanent error);
@@ -311,7 +311,7 @@ func (p *FSProvider) commitWorkAck(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *
 }
 
 // applyWorkAck applies a committed work ack, unsynced and idempotently (the
-// caller holds the claim's shard lock): publish the completion (a replay
+// caller holds the item's lock, or the item is gone): publish the completion (a replay
 // writes it from the record), delete the item, then the claim - which held
 // the mark, so it goes last.
 func (p *FSProvider) applyWorkAck(g *fsqueue.ClaimGuard, rec *commitRecord, replay bool) error {
@@ -370,8 +370,7 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 				return err
 			}
 		}
-		c.State, c.Data = "", nil
-		return g.Write(c)
+		return unmarkClaim(g, c)
 	}
 	if err := p.wal.SyncThrough(lr.end); err != nil {
 		return err
@@ -380,12 +379,26 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 	return p.applyWorkAck(g, lr.rec, false)
 }
 
+// unmarkClaim puts a claim marked acked whose record never committed back to
+// held (it expires like any lease). If the item is gone meanwhile (a
+// deletion cancelled it), the claim is inert and is removed instead.
+func unmarkClaim(g *fsqueue.ClaimGuard, c fsqueue.Claim) error {
+	ok, err := g.MessageExists()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return g.Remove()
+	}
+	c.State, c.Data = "", nil
+	return g.Write(c)
+}
+
 // finishAckedClaims settles every claim marked acked whose writer died:
-// applied if its record is in the log, put back if not. A claim whose shard
+// applied if its record is in the log, put back if not. A claim whose item's
 // lock stays busy for claimBusyWait is skipped until the next pass: its
 // writer is alive and inside it (or another process is settling it), and
-// waiting would tie this pass - and, through the in-process lock queue,
-// this process's own calls on that shard - to a holder that may be stopped.
+// waiting would tie this pass to a holder that may be stopped.
 func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 	names, err := p.workQ.Claims()
 	if err != nil {
@@ -411,8 +424,8 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// claimBusyWait bounds how long recovery waits for the shard lock of one
-// acked claim.
+// claimBusyWait bounds how long recovery waits for the lock of one acked
+// claim's item.
 const claimBusyWait = 20 * time.Millisecond
 
 // RenewWorkItemLock implements Provider. Renewal ignores the orchestration's

@@ -9,7 +9,7 @@ package provider
 //     instance flock. A commit record seen there is left by a dead process or
 //     a failed apply, never by a live ack (which writes and applies it in one
 //     flock section);
-//   - a worker item's claim under its shard flock (fsqueue.WithClaim);
+//   - a worker item's claim under the item's own lock (fsqueue.WithClaim);
 //   - a staged message under the lock of the commit that staged it (its
 //     instance's flock or its work item's claim lock), as the sweeper does;
 //   - a deletion group after taking the flock of its first instance, which
@@ -24,6 +24,20 @@ package provider
 // idempotent redo, each followed by the fsyncs that make it durable.
 // Interrupted, a repair leaves the directory in a state the next fsck
 // recognizes and finishes. Lock files are never deleted.
+//
+// A repair never removes what a commit acknowledged (fsck_loss.go): a
+// history missing committed records is restored from the write-ahead log
+// if it still holds them, else reported as FsckHistoryLoss, which no repair
+// clears. Counters recording committed events are never lowered.
+//
+// Quarantine. Whatever a repair takes away that is not provably garbage -
+// an unparseable file, a symbolic link, the bytes of a lost history record
+// after its last complete line - is moved to <dir>/quarantine/, never
+// deleted: each under a name made of its old path ("/" as "__") and the
+// time, beside a <name>.reason manifest ("path:", "reason:", for bytes
+// "offset:" and "length:", "quarantined_at:", "by:"). durofs never reads
+// quarantine/ again (fsck counts its files); an operator inspects, restores
+// or deletes them.
 
 import (
 	"context"
@@ -33,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,18 +114,26 @@ const (
 	// an event. Never repaired.
 	FsckBadEvent = "bad_event"
 	// FsckTornTail: bytes after a history file's last complete line, with
-	// no pending commit for the instance: an append cut by a crash that was
-	// never committed. Repaired by truncating them.
+	// no pending commit for the instance, after every record state.json
+	// counts as committed: an append cut by a crash that was never
+	// committed. Repaired by truncating them. (Bytes after the last
+	// complete line of a history holding fewer records than committed are
+	// part of a lost record: FsckHistoryLoss.)
 	FsckTornTail = "torn_tail"
 	// FsckPendingCommit: a commit record (ack, append, prune, delete intent
 	// or deletion group) or an acked work-item claim whose apply did not
-	// finish. Repaired by applying it (the provider's redo).
+	// finish. Repaired by applying it (the provider's redo). Also: a
+	// history missing committed records that the write-ahead log still
+	// holds (repaired by appending them from the log), and log records not
+	// yet replayed after a reboot (repaired by replaying the log, as a
+	// provider's Open does, before the check).
 	FsckPendingCommit = "pending_commit"
 	// FsckCounterDrift: instance.json's executions, total_events, status,
 	// completed_at or current execution, or a state.json's event_count or
 	// execution_id, disagree with the files; or instance.json is missing
 	// while executions have a state.json. Repaired by rewriting the file
-	// from the actual files.
+	// from the actual files. A count of committed events or executions is
+	// only ever raised: one above what the files hold is FsckHistoryLoss.
 	FsckCounterDrift = "counter_drift"
 	// FsckTempFile: a temporary file older than MinAge (a write interrupted
 	// by a crash). Repaired by removing it.
@@ -196,8 +219,18 @@ func (r FsckReport) Clean() bool { return len(r.Remaining()) == 0 }
 // ErrNotDurofsDir; a FORMAT or queue configuration it cannot use is a
 // FsckFormat finding and ends the check. With Repair, Fsck finally runs the
 // provider's recovery and checks again: a finding still present is reported
-// as not repaired, and new findings are added.
+// as not repaired, and new findings are added. A repair never removes a
+// committed record: lost committed history stays an FsckHistoryLoss error,
+// and what a repair takes away is moved to <dir>/quarantine/ with a
+// manifest (see the top of fsck.go). If the machine booted since a process
+// last opened the directory, a repair first replays the write-ahead log as
+// a provider's Open does.
 func Fsck(ctx context.Context, dir string, opts FsckOptions) (FsckReport, error) {
+	return fsck(ctx, dir, opts, Options{})
+}
+
+// fsck is Fsck on the file system popts names (tests: a simulated machine).
+func fsck(ctx context.Context, dir string, opts FsckOptions, popts Options) (FsckReport, error) {
 	rep := FsckReport{Dir: dir, Repair: opts.Repair, Findings: []FsckFinding{}}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -208,26 +241,46 @@ func Fsck(ctx context.Context, dir string, opts FsckOptions) (FsckReport, error)
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = time.Hour
 	}
-	fi, err := os.Stat(dir)
+	stat := os.Stat
+	if popts.FS != nil {
+		stat = popts.FS.Stat
+	}
+	fi, err := stat(dir)
 	if err != nil {
 		return rep, fmt.Errorf("durofs fsck: %w", err)
 	}
 	if !fi.IsDir() {
 		return rep, fmt.Errorf("durofs fsck: %s: %w (not a directory)", dir, ErrNotDurofsDir)
 	}
-	if ok, err := checkLayout(dir, &rep); err != nil || !ok {
+	if ok, err := checkLayout(dir, popts, &rep); err != nil || !ok {
 		return rep, err
 	}
-	if opts.Repair {
+	if opts.Repair && popts.FS == nil {
 		if kind, err := networkFS(dir); err != nil {
 			return rep, fmt.Errorf("durofs fsck: statfs %s: %w", dir, err)
 		} else if kind != "" {
 			return rep, fmt.Errorf("durofs fsck: %s is on a %s file system: %w (flock does not exclude other hosts; not repairing)", dir, kind, ErrUnsupportedFS)
 		}
 	}
-	p, err := openUnrecovered(dir, Options{Logger: opts.Logger, SweepInterval: -1})
+	popts.Logger, popts.SweepInterval, popts.CheckpointInterval = opts.Logger, -1, -1
+	p, err := openUnrecovered(dir, popts)
 	if err != nil {
 		return rep, fmt.Errorf("durofs fsck: %w", err)
+	}
+	if opts.Repair && p.wal.RebootedSinceUse() {
+		// The files may lack what the log holds since its checkpoint until
+		// a process that has the directory alone replays it: do that first
+		// (as any process's Open does), so the check sees what was
+		// committed.
+		p.Close()
+		if f, err := replayBeforeFsck(dir, popts); err != nil {
+			return rep, fmt.Errorf("durofs fsck: %w", err)
+		} else if f != nil {
+			rep.Findings = append(rep.Findings, *f)
+		}
+		if p, err = openUnrecovered(dir, popts); err != nil {
+			return rep, fmt.Errorf("durofs fsck: %w", err)
+		}
 	}
 	defer p.Close()
 
@@ -271,10 +324,30 @@ func Fsck(ctx context.Context, dir string, opts FsckOptions) (FsckReport, error)
 
 func findingKey(f FsckFinding) string { return f.Kind + "\x00" + f.Path }
 
+// replayBeforeFsck opens the directory as a provider does, which replays
+// the write-ahead log if no other process has it open, and closes it. It
+// returns a finding saying so if there was anything to replay.
+func replayBeforeFsck(dir string, popts Options) (*FsckFinding, error) {
+	q, err := Open(dir, popts)
+	if err != nil {
+		return nil, err
+	}
+	replayed := q.stats.replayed.Load()
+	if err := q.Close(); err != nil {
+		return nil, err
+	}
+	if replayed == 0 {
+		return nil, nil
+	}
+	return &FsckFinding{Kind: FsckPendingCommit, Severity: SeverityWarning, Path: "wal",
+		Detail: fmt.Sprintf("the machine booted since a durofs process last opened the directory: %d log record(s) since the checkpoint were not yet replayed", replayed),
+		Action: "replayed (the directory was opened as a durofs process opens it) before the check", Repaired: true}, nil
+}
+
 // checkLayout checks FORMAT and the queues' fsqueue.json. ok is false when
 // the check cannot go on (findings say why).
-func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
-	fsys := baseFS(dir, Options{})
+func checkLayout(dir string, popts Options, rep *FsckReport) (ok bool, err error) {
+	fsys := baseFS(dir, popts)
 	if _, err := readFormat(fsys, dir); err != nil {
 		if errors.Is(err, ErrNotDurofsDir) {
 			return false, fmt.Errorf("durofs fsck: %w", err)
@@ -290,7 +363,6 @@ func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
 		var cfg struct {
 			Format  string `json:"format"`
 			Version int    `json:"version"`
-			Shards  int    `json:"shards"`
 		}
 		detail := ""
 		switch {
@@ -298,12 +370,12 @@ func checkLayout(dir string, rep *FsckReport) (ok bool, err error) {
 			detail = fmt.Sprintf("cannot read the queue configuration: %v", err)
 		case json.Unmarshal(data, &cfg) != nil:
 			detail = "the queue configuration cannot be parsed"
-		case cfg.Format != "fsqueue" || cfg.Version != 1 || cfg.Shards < 1 || cfg.Shards > 256:
-			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d, shards %d", cfg.Format, cfg.Version, cfg.Shards)
+		case cfg.Format != "fsqueue" || cfg.Version != 2:
+			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d (this build reads version 2)", cfg.Format, cfg.Version)
 		}
 		if detail != "" {
 			rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
-				Action: "not repairable: the shard count decides which lock file guards each claim and cannot be guessed"})
+				Action: "not repairable: processes of another queue version would not respect this build's claim locks"})
 			ok = false
 		}
 	}
@@ -326,6 +398,12 @@ type fsckRun struct {
 	// done are the instance keys checked already (a repair may create the
 	// directory of a key first seen through its commit record).
 	done map[string]bool
+	// logged are the log's records since its checkpoint, by the instance
+	// keys they change; replayDue is set when the machine booted since a
+	// process last opened the directory and the log holds records (the
+	// files may lack them until the replay).
+	logged    map[string][]loggedRecord
+	replayDue bool
 }
 
 type fsckMsg struct {
@@ -452,6 +530,18 @@ func (r *fsckRun) scanCommits(ctx context.Context) error {
 		return nil
 	}
 	r.checked.Commits += len(recs)
+	r.logged = map[string][]loggedRecord{}
+	for _, lr := range recs {
+		for _, k := range keysOf(lr.rec) {
+			r.logged[k] = append(r.logged[k], lr)
+		}
+	}
+	if r.p.wal.RebootedSinceUse() && len(recs) > 0 {
+		// Fsck --repair replays first (Fsck): this is a check only.
+		r.replayDue = true
+		f := r.add(FsckPendingCommit, SeverityWarning, path, "the machine booted since a durofs process last opened the directory: the first to open it alone replays the %d log record(s) since the checkpoint, and until then the files may lack what they hold", len(recs))
+		f.Action = "fsck --repair (or any durofs process opening the directory) replays them"
+	}
 	if err := r.p.wal.CheckShared(); err != nil {
 		f := r.add(FsckPendingCommit, SeverityError, path, "%v", err)
 		f.Action = "close every process using the directory; the first to reopen it alone replays the log"
@@ -484,6 +574,7 @@ type fsckExec struct {
 	events      []Event
 	histOK      bool // the history file reads without corruption
 	eventsOK    bool // and every payload decodes
+	lost        bool // the history lost committed records (FsckHistoryLoss)
 	state       *executionFile
 	stateExists bool // state.json exists (parseable or not)
 }
@@ -566,6 +657,7 @@ func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
 	}
 
 	// instance.json against the executions.
+	lost := slices.ContainsFunc(execs, func(e *fsckExec) bool { return e.lost })
 	switch {
 	case corruptInst != nil:
 		nf, err := r.rebuildInstance(key, execs, l.Fence)
@@ -601,7 +693,8 @@ func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
 			r.fixed(f, r.writeJSONFile(ipath, nf), "rebuilt from the executions")
 		}
 	default:
-		r.checkCounters(key, inf, execs)
+		lost = r.checkInstanceLoss(key, inf, execs) || lost
+		r.checkCounters(key, inf, execs, lost)
 	}
 	return nil
 }
@@ -654,10 +747,18 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 	r.checked.Executions++
 	e := &fsckExec{id: id}
 	hp := p.historyPath(key, id)
+	// state.json first: an apply writes it after the history lines it
+	// counts.
+	sp := p.execStatePath(key, id)
+	ef, serr := p.readExecutionFile(key, id)
 	log := history.Open(p.fs, hp)
 	scan, err := log.Read()
 	var ce *history.CorruptError
 	switch {
+	case errors.As(err, &ce) && errors.Is(err, vfs.ErrSymlink):
+		// A link in place of the history: the symlink finding reports
+		// it (a repair moves it away); here it holds no record.
+		e.histOK = true
 	case errors.As(err, &ce):
 		r.add(FsckCorruptRecord, SeverityError, hp, "line %d (offset %d): %s; %d valid record(s) before it, nothing after it can be read",
 			ce.Line, ce.Offset, ce.Reason, len(scan.Records)).Action =
@@ -667,10 +768,14 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 	default:
 		e.histOK = true
 	}
+	short := e.histOK && !pending && serr == nil && ef != nil && uint64(len(scan.Records)) < ef.EventCount
+	if short {
+		scan = r.checkShortHistory(e, key, hp, scan, int(min(ef.EventCount, uint64(math.MaxInt32))))
+	}
 	e.recs = scan.Records
 	r.checked.HistoryRecords += len(scan.Records)
-	if e.histOK && scan.TornBytes > 0 && !pending {
-		f := r.add(FsckTornTail, SeverityWarning, hp, "%d byte(s) after the last complete record: an append cut by a crash, never committed", scan.TornBytes)
+	if e.histOK && scan.TornBytes > 0 && !pending && !short {
+		f := r.add(FsckTornTail, SeverityWarning, hp, "%d byte(s) after the last complete record%s: an append cut by a crash, never committed", scan.TornBytes, beyondCommitted(ef))
 		f.Action = "fsck --repair truncates them"
 		if r.repair {
 			n, err := log.Repair()
@@ -697,8 +802,7 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 		badEvent.Detail += fmt.Sprintf(" (%d such records)", bad)
 	}
 
-	sp := p.execStatePath(key, id)
-	ef, err := p.readExecutionFile(key, id)
+	err = serr
 	switch {
 	case errors.Is(err, ErrCorrupt):
 		e.stateExists = true
@@ -733,11 +837,13 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 		r.ioError(sp, err)
 	case ef != nil:
 		e.stateExists, e.state = true, ef
-		if pending || !e.histOK {
-			break
+		if pending || !e.histOK || r.replayDue {
+			break // the redo or the replay rewrites it
 		}
 		var diffs []string
-		if ef.EventCount != uint64(len(e.recs)) {
+		// Never lowered: a history shorter than the count lost committed
+		// records or is restored from the log (checkShortHistory).
+		if ef.EventCount < uint64(len(e.recs)) {
 			diffs = append(diffs, fmt.Sprintf("event_count is %d but history.jsonl holds %d records", ef.EventCount, len(e.recs)))
 		}
 		if ef.ExecutionID != id {
@@ -761,8 +867,34 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 	return e
 }
 
-// checkCounters compares instance.json's summary with the executions.
-func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec) {
+// beyondCommitted says, if state.json is known, that a torn tail follows
+// every committed record.
+func beyondCommitted(ef *executionFile) string {
+	if ef == nil {
+		return ""
+	}
+	return fmt.Sprintf(", beyond the %d committed record(s)", ef.EventCount)
+}
+
+// committedLen is how many records an execution's history holds or, if
+// more, its state.json counts as committed (a shortfall is restored from
+// the log or reported as loss, never counted away).
+func committedLen(e *fsckExec) uint64 {
+	n := uint64(len(e.recs))
+	if e.state != nil {
+		n = max(n, e.state.EventCount)
+	}
+	return n
+}
+
+// checkCounters compares instance.json's summary with the executions
+// (counting what they committed: committedLen). With lost (the instance
+// lost committed history), executions and total_events are only ever
+// raised: what they say was committed stays.
+func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec, lost bool) {
+	if r.replayDue {
+		return // the replay rewrites them
+	}
 	want := *inf
 	var total uint64
 	allOK := true
@@ -773,8 +905,12 @@ func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec
 		if e.stateExists {
 			want.Executions = append(want.Executions, e.id)
 		}
-		total += uint64(len(e.recs))
+		total += committedLen(e)
 		allOK = allOK && e.histOK
+	}
+	if lost {
+		want.Executions = slices.Compact(slices.Sorted(slices.Values(slices.Concat(inf.Executions, want.Executions))))
+		total = max(total, inf.TotalEvents)
 	}
 	var diffs []string
 	if !slices.Equal(slices.Sorted(slices.Values(inf.Executions)), want.Executions) {
@@ -788,7 +924,7 @@ func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec
 	}
 	if allOK && inf.TotalEvents != total {
 		want.TotalEvents = total
-		diffs = append(diffs, fmt.Sprintf("total_events is %d but the histories hold %d records", inf.TotalEvents, total))
+		diffs = append(diffs, fmt.Sprintf("total_events is %d but the executions hold (or committed) %d records", inf.TotalEvents, total))
 	}
 	if cur := byID[want.CurrentExecutionID]; cur != nil && cur.state != nil {
 		if inf.Status != cur.state.Status {
@@ -882,6 +1018,9 @@ func rebuildExecution(id uint64, recs []history.Record, events []Event, nowMs in
 func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint64) (*instanceFile, error) {
 	id, err := decodeKey(key)
 	for _, e := range execs {
+		if e.lost {
+			return nil, fmt.Errorf("the history of execution %d lost committed events", e.id)
+		}
 		if !e.eventsOK {
 			return nil, fmt.Errorf("the history of execution %d is unreadable", e.id)
 		}
@@ -965,27 +1104,17 @@ func (r *fsckRun) writeJSONFile(path string, v any) error {
 	return r.p.writeFile(path, data)
 }
 
-// quarantineFile moves path into quarantine/ beside a .reason file and
-// returns the new path relative to the directory. The reason is written
-// first, so a crash leaves at worst a .reason file without its file (and
-// the original in place, to be quarantined again).
+// quarantineFile moves path into quarantine/ beside a .reason file (its
+// manifest) and returns the new path relative to the directory. The reason
+// is written first, so a crash leaves at worst a .reason file without its
+// file (and the original in place, to be quarantined again).
 func (r *fsckRun) quarantineFile(path, reason string) (string, error) {
 	p := r.p
-	rel := r.rel(path)
-	base := strings.ReplaceAll(filepath.ToSlash(rel), "/", "__")
-	if len(base) > 160 {
-		sum := sha256.Sum256([]byte(base))
-		base = base[:100] + "~" + hex.EncodeToString(sum[:8])
+	dest, rel, err := r.quarantineDest(path)
+	if err != nil {
+		return "", err
 	}
-	name := base + "-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	qdir := filepath.Join(p.dir, "quarantine")
-	if err := p.mkdirDurable(qdir); err != nil {
-		return "", fmt.Errorf("create %s: %w", qdir, err)
-	}
-	dest := filepath.Join(qdir, name)
-	text := fmt.Sprintf("path: %s\nreason: %s\nquarantined_at: %s\nby: durofs fsck --repair (pid %d)\n",
-		filepath.ToSlash(rel), reason, time.Now().UTC().Format(time.RFC3339), os.Getpid())
-	if err := p.writeFile(dest+".reason", []byte(text)); err != nil {
+	if err := p.writeFile(dest+".reason", r.manifest(path, reason)); err != nil {
 		return "", err
 	}
 	if err := p.fs.Rename(path, dest); err != nil {
@@ -995,13 +1124,25 @@ func (r *fsckRun) quarantineFile(path, reason string) (string, error) {
 		}
 		return "", fmt.Errorf("move %s to %s: %w", path, dest, err)
 	}
-	if err := p.fs.SyncDir(qdir); err != nil {
-		return "", fmt.Errorf("sync %s: %w", qdir, err)
+	if err := p.fs.SyncDir(filepath.Dir(dest)); err != nil {
+		return "", fmt.Errorf("sync %s: %w", filepath.Dir(dest), err)
 	}
 	if err := p.fs.SyncDir(filepath.Dir(path)); err != nil {
 		return "", fmt.Errorf("sync %s: %w", filepath.Dir(path), err)
 	}
-	return filepath.ToSlash(filepath.Join("quarantine", name)), nil
+	return rel, nil
+}
+
+// quarantineName is a new file name in quarantine/ for the file at rel
+// (relative to the directory): its path with "/" as "__" (shortened by a
+// hash if long), and the time.
+func quarantineName(rel string) string {
+	base := strings.ReplaceAll(filepath.ToSlash(rel), "/", "__")
+	if len(base) > 160 {
+		sum := sha256.Sum256([]byte(base))
+		base = base[:100] + "~" + hex.EncodeToString(sum[:8])
+	}
+	return base + "-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 }
 
 // ---------------------------------------------------------------------------
@@ -1229,7 +1370,8 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 	return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
 }
 
-// checkClaim checks one claim under its shard lock.
+// checkClaim checks one claim under its message's lock (none if the message
+// is gone: the claim is then inert).
 func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue, name string) {
 	path := filepath.Join(q.Dir(), "claims", name+".json")
 	err := q.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {

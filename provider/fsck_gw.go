@@ -6,8 +6,7 @@ package provider
 // under the same locks: a message is parsed (and quarantined if it cannot
 // be used), a staged message is judged under the lock of the commit that
 // staged it (its source instance's flock, or for an activity completion,
-// "gwa:<dir>/<item>", the task's claim lock), and a claim under its shard
-// lock (orphan claims removed, a committed completion finished).
+// "gwa:<dir>/<item>", the task's claim lock), and a claim under its lock (orphan claims removed, a committed completion finished).
 
 import (
 	"context"
@@ -25,8 +24,8 @@ import (
 var errGWRebuild = errors.New("a go-workflows instance: its executions' ids, queues, states and metadata are in no history")
 
 // scanGWQueues checks every go-workflows queue. A queue whose configuration
-// cannot be used is a FsckFormat finding (its claims' lock files cannot be
-// told) and is skipped.
+// cannot be used is a FsckFormat finding (its claims cannot be locked as
+// its writers lock them) and is skipped.
 func (r *fsckRun) scanGWQueues(ctx context.Context) error {
 	for _, activity := range []bool{false, true} {
 		dirs, err := r.p.gwQueueDirs(activity)
@@ -37,7 +36,7 @@ func (r *fsckRun) scanGWQueues(ctx context.Context) error {
 			q, err := r.p.gwQueue(dir)
 			if err != nil {
 				f := r.add(FsckFormat, SeverityError, filepath.Join(r.p.dir, "queues", dir, "fsqueue.json"), "go-workflows queue %s cannot be opened: %v", dir, err)
-				f.Action = "not repairable: the shard count decides which lock file guards each claim and cannot be guessed"
+				f.Action = "not repairable: processes of another queue version would not respect this build's claim locks"
 				continue
 			}
 			if err := r.scanQueue(ctx, dir, q); err != nil {

@@ -59,7 +59,7 @@ func openUnrecovered(dir string, opts Options) (*FSProvider, error) {
 		}
 	}
 	p := newFSProvider(dir, opts, "inspect")
-	l, err := wal.OpenReadOnly(base, filepath.Join(dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log})
+	l, err := wal.OpenReadOnly(base, filepath.Join(dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: bootID(opts)})
 	if err != nil {
 		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 	}

@@ -19,7 +19,7 @@ import (
 
 // permWorkload makes the provider create every kind of file and directory it
 // has: FORMAT, queue configurations, orchestrator and worker messages,
-// claims, shard locks, instance folders with lock, lease, instance.json,
+// claims, instance folders with lock, lease, instance.json,
 // executions, state.json and history, the write-ahead log (a segment holding
 // a record left pending, the checkpoint, its locks, the process registration
 // and the poison mark of a failed sync), session rows and their locks,
@@ -135,14 +135,14 @@ func TestCreatedModes(t *testing.T) {
 			for rel := range files {
 				kinds = append(kinds, fileKind(rel))
 			}
-			for _, want := range []string{"FORMAT", "fsqueue.json", "message", "claim", "shard lock", "instance lock",
+			for _, want := range []string{"FORMAT", "fsqueue.json", "message", "claim", "instance lock",
 				"lease", "instance.json", "state.json", "history", "log segment", "log checkpoint", "log lock", "log process registration",
 				"log poison mark", "session", "session lock", "quarantined", "reason"} {
 				if !slices.Contains(kinds, want) {
 					t.Errorf("the workload created no %s (files: %v)", want, files)
 				}
 			}
-			for _, want := range []string{".", "instances", "queues/worker/claims", "queues/worker/locks", "tmp", "quarantine", "wal", "wal/procs", "sessions"} {
+			for _, want := range []string{".", "instances", "queues/worker/claims", "tmp", "quarantine", "wal", "wal/procs", "sessions"} {
 				if _, ok := dirs[want]; !ok {
 					t.Errorf("the workload created no directory %s", want)
 				}
@@ -172,8 +172,6 @@ func fileKind(rel string) string {
 		return "fsqueue.json"
 	case strings.HasPrefix(rel, "queues/worker/claims/"):
 		return "claim"
-	case strings.HasPrefix(rel, "queues/worker/locks/"):
-		return "shard lock"
 	case strings.HasPrefix(rel, "queues/"):
 		return "message"
 	case strings.HasPrefix(rel, "wal/procs/"):

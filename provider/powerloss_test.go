@@ -1399,6 +1399,17 @@ func (k *plKillFS) TryLock(name string) (vfs.Unlocker, bool, error) {
 	return k.track(u), true, nil
 }
 
+func (k *plKillFS) LockExisting(ctx context.Context, name string, wait bool) (vfs.Unlocker, bool, error) {
+	if err := k.alive(); err != nil {
+		return nil, false, err
+	}
+	u, ok, err := k.FS.LockExisting(ctx, name, wait)
+	if err != nil || !ok {
+		return u, ok, err
+	}
+	return k.track(u), true, nil
+}
+
 type plKillFile struct {
 	vfs.File
 	k *plKillFS

@@ -12,11 +12,10 @@ package provider
 //   - FORMAT, instances/, queues/…, commits/, sessions/, quarantine/, tmp/:
 //     Open refuses the directory (an error naming the link).
 //   - a queue message: never delivered; listing skips it like an
-//     unparseable message, and fsck reports it.
+//     unparseable message (and a work item cannot be locked: the message
+//     file is its own lock), and fsck reports it.
 //   - a work item's claim: treated as an unparseable claim (no claim), and
 //     replaced by the next claim.
-//   - a worker shard lock (queues/worker/locks/NN.lock): the items of that
-//     shard cannot be claimed; the others can.
 //   - an instance folder or its lock file: the instance is skipped by fetch
 //     (a warning is logged) and every call on it fails; other instances are
 //     unaffected.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -107,7 +106,7 @@ func earlyName() string {
 func TestOpenRefusesLinkedLayout(t *testing.T) {
 	for _, rel := range []string{
 		"FORMAT", "instances", "wal", "wal/procs", "wal/0000000000000001.wal", "wal/checkpoint", "quarantine", "tmp", "queues",
-		"queues/orchestrator", "queues/worker", "queues/worker/claims", "queues/worker/locks",
+		"queues/orchestrator", "queues/worker", "queues/worker/claims",
 		"queues/orchestrator/fsqueue.json",
 	} {
 		t.Run(rel, func(t *testing.T) {
@@ -214,57 +213,42 @@ func TestLinkedClaimIsReplaced(t *testing.T) {
 	out.untouched(t)
 }
 
-// shardOf mirrors fsqueue's shard choice (FNV-1a of the name, 64 shards).
-func shardOf(name string) string {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return fmt.Sprintf("%02x.lock", h.Sum32()%64)
-}
-
-// TestLinkedShardLockSkipsOnlyItsItems: a link in place of a worker shard
-// lock file makes that shard's items unclaimable (nobody can lock them) but
-// never blocks the others; the lock is not created or opened through it.
-func TestLinkedShardLockSkipsOnlyItsItems(t *testing.T) {
+// TestLinkedWorkItemSkipsOnlyItself: a link in place of a work item's
+// message file makes that item undeliverable (it cannot be read, nor locked:
+// the message file is its own lock) but never blocks the other items; the
+// link's target is never opened for writing.
+func TestLinkedWorkItemSkipsOnlyItself(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	p := openT(t, dir, Options{SweepInterval: -1})
-	var names []string
-	for i := uint64(1); ; i++ {
+	for i := uint64(1); i <= 5; i++ {
 		mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "real", ExecutionID: 1, ID: i, Name: "act"}))
-		entries, err := p.workQ.List()
-		mustNoErr(t, err)
-		names = names[:0]
-		for _, e := range entries {
-			names = append(names, e.Name)
-		}
-		if shardOf(names[0]) != shardOf(names[len(names)-1]) {
-			break
-		}
 	}
-	blocked := shardOf(names[0])
+	entries, err := p.workQ.List()
+	mustNoErr(t, err)
+	blocked := entries[0].Name
+	data, err := os.ReadFile(filepath.Join(dir, "queues", "worker", blocked+".json"))
+	mustNoErr(t, err)
 	out := newOutside(t)
-	plantLink(t, filepath.Join(dir, "queues", "worker", "locks", blocked), out.file(t, "lock", nil))
+	plantLink(t, filepath.Join(dir, "queues", "worker", blocked+".json"), out.file(t, "item", data))
 	out.seal(t)
-	var got []string
+	got := 0
 	for {
 		it, err := p.FetchWorkItem(ctx, 30*time.Second, 0, nil, TagFilter{})
 		if err != nil {
-			t.Fatalf("fetch with a linked shard lock: %v", err)
+			t.Fatalf("fetch with a linked work item: %v", err)
 		}
 		if it == nil {
 			break
 		}
-		got = append(got, it.Item.(ActivityExecute).Name)
+		got++
 		mustNoErr(t, p.AckWorkItem(ctx, it.LockToken, nil))
 	}
-	left, _ := p.workQ.List()
-	for _, e := range left {
-		if shardOf(e.Name) != blocked {
-			t.Errorf("item %s of shard %s was not delivered", e.Name, shardOf(e.Name))
-		}
+	if got != len(entries)-1 {
+		t.Fatalf("delivered %d items, want the %d unlinked ones", got, len(entries)-1)
 	}
-	if len(got) == 0 || len(left) == 0 {
-		t.Fatalf("delivered %d, left %d: want the other shards' items delivered and the blocked shard's kept", len(got), len(left))
+	if !isLinkAt(t, filepath.Join(dir, "queues", "worker", blocked+".json")) {
+		t.Fatal("the linked item was consumed")
 	}
 	out.untouched(t)
 }
@@ -432,7 +416,7 @@ func TestFsckReportsAndQuarantinesLinks(t *testing.T) {
 	links := []string{
 		filepath.Join("queues", "orchestrator", earlyName()+".json"),
 		filepath.Join("queues", "worker", "claims", work[0].Name+".json"),
-		filepath.Join("queues", "worker", "locks", shardOf(work[1].Name)),
+		filepath.Join("queues", "worker", work[1].Name+".json"),
 		filepath.Join("instances", instanceKey("a")),
 		filepath.Join("instances", instanceKey("b"), "lease.json"),
 		filepath.Join("instances", instanceKey("c"), "executions", "1", "history.jsonl"),

@@ -175,7 +175,9 @@ type Log struct {
 	procPath string
 	alone    bool
 	sameBoot bool
-	readOnly bool // OpenReadOnly: never writes, not even a poison mark
+	boot     string // the running boot's id, if known
+	rebooted bool   // OpenReadOnly: the boot id is known and not the one in dir/boot
+	readOnly bool   // OpenReadOnly: never writes, not even a poison mark
 
 	mu      sync.Mutex // serializes this process's appends and rolls
 	cur     *segment
@@ -259,10 +261,12 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 }
 
 // checkBoot compares the boot id a process of this boot wrote into
-// dir/boot (unsynced) with the running boot's, then writes the running
-// boot's. A power loss or an OS crash leaves the old boot's id, a torn file
-// or none, so SameBoot is true only if the page cache the files were
-// applied to is the one the machine still runs on.
+// dir/boot (unsynced) with the running boot's. A power loss or an OS crash
+// leaves the old boot's id, a torn file or none, so SameBoot is true only if
+// the page cache the files were applied to is the one the machine still
+// runs on. The running boot's id is written only by RecordBoot, once the
+// replay a new boot calls for is complete: a replay cut short (the process
+// killed inside it) leaves the old id, so the next Open replays again.
 func (l *Log) checkBoot(bootID func() (string, error)) {
 	if bootID == nil {
 		return
@@ -271,16 +275,32 @@ func (l *Log) checkBoot(bootID func() (string, error)) {
 	if err != nil || boot == "" {
 		return
 	}
-	path := filepath.Join(l.dir, bootName)
-	prev, _ := l.fs.ReadFile(path)
+	prev, _ := l.fs.ReadFile(filepath.Join(l.dir, bootName))
 	l.sameBoot = string(prev) == boot
-	if !l.sameBoot {
-		f, err := l.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, vfs.FilePerm)
-		if err == nil {
-			_, _ = f.Write([]byte(boot))
-			_ = f.Close()
-		}
+	l.boot = boot
+}
+
+// RecordBoot records the running boot's id in dir/boot (unsynced), after
+// the caller replayed what a reboot since the log was last used calls for:
+// from then on Open reports SameBoot in this boot. Before it, every process
+// that opens the log alone sees a changed boot and replays.
+func (l *Log) RecordBoot() error {
+	if l.readOnly || l.boot == "" || l.sameBoot {
+		return nil
 	}
+	f, err := l.fs.OpenFile(filepath.Join(l.dir, bootName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, vfs.FilePerm)
+	if err != nil {
+		return fmt.Errorf("wal: record boot: %w", err)
+	}
+	_, err = f.Write([]byte(l.boot))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wal: record boot: %w", err)
+	}
+	l.sameBoot = true
+	return nil
 }
 
 // SameBoot reports whether every process that used the log since the
@@ -288,6 +308,14 @@ func (l *Log) checkBoot(bootID func() (string, error)) {
 // so whatever they applied is in the page cache. (False when the boot id is
 // unknown.)
 func (l *Log) SameBoot() bool { return l.sameBoot }
+
+// RebootedSinceUse reports, for a log opened with OpenReadOnly, whether the
+// machine booted since a process last opened the log: then the first
+// process to open it alone replays it, and until then the files may lack
+// what its records since the checkpoint hold. False when the boot id is
+// unknown (no Options.BootID, or it failed), and for a log opened with Open
+// (which has done that replay or is not alone).
+func (l *Log) RebootedSinceUse() bool { return l.rebooted }
 
 // OpenReadOnly opens the log in dir for reading (Scan, Checkpoint,
 // CheckShared, SyncThrough): it writes nothing, registers nothing and takes
@@ -305,6 +333,12 @@ func OpenReadOnly(fsys vfs.FS, dir string, opts Options) (*Log, error) {
 		l.log = slog.Default()
 	}
 	l.scond = sync.NewCond(&l.smu)
+	if opts.BootID != nil {
+		if boot, err := opts.BootID(); err == nil && boot != "" {
+			prev, _ := fsys.ReadFile(filepath.Join(dir, bootName))
+			l.rebooted = string(prev) != boot
+		}
+	}
 	return l, nil
 }
 

@@ -391,34 +391,98 @@ func TestSplitAppendIsNotAcknowledged(t *testing.T) {
 	}
 }
 
-// SameBoot is true only when the log was used before in the running boot.
+// SameBoot is true only when a process of the running boot recorded it
+// (RecordBoot, after the replay a reboot calls for): an Open whose replay
+// was cut short - it never called RecordBoot - leaves the next Open a
+// changed boot, so it replays again.
 func TestSameBoot(t *testing.T) {
 	fsys := vfs.NewStrictMem()
 	fsys.MkdirAll("/d", 0o700)
 	fsys.MarkAllSynced()
-	open := func() bool {
+	open := func(record bool) bool {
+		t.Helper()
 		l, err := Open(context.Background(), fsys, testDir, Options{BootID: fsys.BootID})
 		if err != nil {
 			t.Fatal(err)
 		}
 		l.Ready()
 		defer l.Close()
-		return l.SameBoot()
+		same := l.SameBoot()
+		if record {
+			if err := l.RecordBoot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return same
 	}
-	for i, want := range []bool{false, true, true} {
-		if got := open(); got != want {
-			t.Fatalf("open %d: SameBoot = %v, want %v", i, got, want)
+	for i, c := range []struct{ record, want bool }{
+		{false, false}, // a replay killed before it finished...
+		{false, false}, // ...is not taken for done
+		{true, false},  // a complete replay records the boot
+		{false, true},
+		{false, true},
+	} {
+		if got := open(c.record); got != c.want {
+			t.Fatalf("open %d: SameBoot = %v, want %v", i, got, c.want)
 		}
 	}
 	fsys.MarkAllSynced() // even a durable boot file names the old boot
 	fsys.Crash()
-	if open() {
+	if open(true) {
 		t.Fatal("after a crash (a new boot) SameBoot must be false")
 	}
 	if l, err := Open(context.Background(), fsys, testDir, Options{}); err != nil || l.SameBoot() {
 		t.Fatalf("unknown boot: SameBoot must be false (%v)", err)
 	} else {
 		l.Close()
+	}
+}
+
+// RebootedSinceUse: a read-only open tells whether the machine booted since
+// a process last opened the log (a replay is due), without writing the boot
+// file; unknown boot ids never count as a reboot.
+func TestRebootedSinceUse(t *testing.T) {
+	fsys := vfs.NewStrictMem()
+	fsys.MkdirAll("/d", 0o700)
+	fsys.MarkAllSynced()
+	ro := func(opts Options) bool {
+		t.Helper()
+		l, err := OpenReadOnly(fsys, testDir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.RebootedSinceUse()
+	}
+	l, err := Open(context.Background(), fsys, testDir, Options{BootID: fsys.BootID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Ready()
+	if err := l.RecordBoot(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	fsys.MarkAllSynced()
+	cases := []struct {
+		name  string
+		setup func()
+		opts  Options
+		want  bool
+	}{
+		{name: "opened in this boot", opts: Options{BootID: fsys.BootID}, want: false},
+		{name: "unknown boot id", setup: fsys.Crash, opts: Options{}, want: false},
+		{name: "after a reboot", opts: Options{BootID: fsys.BootID}, want: true},
+		{name: "still after a reboot (the read-only open wrote nothing)", opts: Options{BootID: fsys.BootID}, want: true},
+		{name: "failing boot id", opts: Options{BootID: func() (string, error) { return "", errors.New("no boot id") }}, want: false},
+	}
+	for _, c := range cases {
+		if c.setup != nil {
+			c.setup()
+		}
+		if got := ro(c.opts); got != c.want {
+			t.Errorf("%s: RebootedSinceUse = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -20,20 +20,35 @@ type fsckJSON struct {
 func fsckCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs fsck", "durofs fsck [--repair] [--dir D] [--json]", `
 Checks a durofs directory: FORMAT; every history file's CRCs, torn tails and
-events; temporary and staged files nobody will finish; pending commits (log
-records not yet applied) and acked work items; expired leases; unparseable
-files (instance.json, state.json, lease.json, queue messages, claims,
-sessions, the write-ahead log); messages for unknown instances; and the
-counters of instance.json and state.json against the files. It runs safely
-beside live processes (every check takes the lock the provider's writers
-take).
+events, and that it holds every event its state.json counts as committed;
+temporary and staged files nobody will finish; pending commits (log records
+not yet applied) and acked work items; expired leases; unparseable files
+(instance.json, state.json, lease.json, queue messages, claims, sessions,
+the write-ahead log); messages for unknown instances; and the counters of
+instance.json and state.json against the files. It runs safely beside live
+processes (every check takes the lock the provider's writers take).
 
-With --repair it fixes what is safe: it applies pending commits, finishes
-work acks, removes old temporary files, orphan staged files and orphan
-claims, truncates torn history tails that no commit covers, moves unparseable
-files to quarantine/ (with a .reason file; instance.json and state.json are
-then rebuilt from the histories), and rewrites drifted counters. A corrupt
-committed history record is reported, never changed.
+With --repair it fixes what is safe: it replays the write-ahead log first
+if the machine rebooted since a process last opened the directory, applies
+pending commits, finishes work acks, restores history records the log
+still holds, removes old temporary files, orphan staged files and orphan
+claims, truncates torn history tails beyond the committed events, moves
+unparseable files to quarantine/ (instance.json and state.json are then
+rebuilt from the histories), and rewrites drifted counters (never lowering
+a count of committed events).
+
+It never removes a committed record. A corrupt committed record is
+reported, never changed. A history that lost committed events (cut,
+emptied, removed or replaced, and not in the log any more) is a
+history_loss error naming the instance, and stays one: the counters that
+record what was committed are kept, and the bytes of a lost record found
+after the last complete line are moved to quarantine/.
+
+quarantine/ (inside the directory) keeps everything a repair takes away
+that is not provably garbage: each file under a name made of its old path
+and the time, beside a <name>.reason manifest (its old path, why, when, by
+which process, and for bytes cut from a history their offset and length).
+durofs never reads it again; inspect it, restore from it, or delete it.
 
 Exit status: 0 if no error or warning remains, 1 otherwise (or on failure),
 2 on a usage error.`, stdout, stderr)

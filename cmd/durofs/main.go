@@ -103,7 +103,8 @@ Inspecting a directory (read-only, safe on a live directory):
 
 Maintaining it:
 
-	fsck     check consistency; --repair fixes what is safe to fix
+	fsck     check consistency; --repair fixes what is safe to fix and
+	         moves what it takes away to <dir>/quarantine/
 	delete   delete an instance and its sub-orchestrations [--force]
 	prune    delete old executions of an instance or --all
 	         [--keep-last N] [--completed-before T]

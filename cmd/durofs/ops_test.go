@@ -532,9 +532,10 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 		t.Fatalf("claims: %v %v", claims, err)
 	}
 	writeFile(t, claims[0], `{"token":5}`)
-	// 8. Counter drift in run-1's instance.json and state.json.
-	editJSON(t, inst("run-1", "instance.json"), func(m map[string]any) { m["total_events"] = 99; m["status"] = "Completed" })
-	editJSON(t, inst("run-1", "executions", "1", "state.json"), func(m map[string]any) { m["event_count"] = 42 })
+	// 8. Counter drift in run-1's instance.json and state.json (counts
+	// below what the history holds: a count above it is history loss).
+	editJSON(t, inst("run-1", "instance.json"), func(m map[string]any) { m["total_events"] = 3; m["status"] = "Completed" })
+	editJSON(t, inst("run-1", "executions", "1", "state.json"), func(m map[string]any) { m["event_count"] = 4 })
 	// 9. A fresh message for an instance that does not exist (info only).
 	writeFile(t, filepath.Join(orchQ, "01J00000000000000000000003.json"),
 		`{"name":"01J00000000000000000000003","visible_at_ms":1,"enqueued_at_ms":`+jsonNum(time.Now().UnixMilli())+`,"attrs":{"instance":"ghost","ikey":"ghost","kind":"ExternalRaised"},"payload":{"ExternalRaised":{"instance":"ghost","name":"x","data":"1"}}}`)

@@ -1008,6 +1008,46 @@ func (m *MemFS) TryLock(name string) (Unlocker, bool, error) {
 	return &memUnlocker{m: m, key: key, l: l}, true, nil
 }
 
+// LockExisting implements FS: the lock of the file at name, which must exist
+// (it is never created) and must still be the same file once locked.
+func (m *MemFS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
+	for {
+		m.mu.Lock()
+		parts, err := memParts(name)
+		var n *memNode
+		if err == nil {
+			n, err = m.lookup(parts)
+		}
+		if err == nil && n.dir {
+			err = syscall.EISDIR
+		}
+		if err != nil {
+			m.mu.Unlock()
+			return nil, false, fmt.Errorf("vfs: lock %s: %w", name, memPathErr("open", name, err))
+		}
+		key := memKey(parts)
+		l := m.locks[key]
+		if l == nil {
+			l = &memLock{done: make(chan struct{})}
+			m.locks[key] = l
+			m.mu.Unlock()
+			return &memUnlocker{m: m, key: key, l: l}, true, nil
+		}
+		m.mu.Unlock()
+		if !wait {
+			return nil, false, nil
+		}
+		// The file may be removed or replaced while waiting: the next round
+		// looks it up again, so the lock is always taken on what name
+		// names at that moment.
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("vfs: lock %s: %w", name, ctx.Err())
+		}
+	}
+}
+
 // ---- File ----
 
 type memFile struct {

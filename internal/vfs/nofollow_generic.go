@@ -3,6 +3,8 @@ package vfs
 import (
 	"context"
 	"io"
+
+	"github.com/gofrs/flock"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,6 +151,17 @@ func (n *noFollowFS) gTryLock(name string) (Unlocker, bool, error) {
 		return nil, false, err
 	}
 	return n.OS.TryLock(name)
+}
+
+func (n *noFollowFS) gLockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
+	if r, ok := n.rel(name); ok {
+		if err := checkComponents("open", name, n.root, r, oNoFollow == 0); err != nil {
+			return nil, false, err
+		}
+	}
+	return lockExisting(ctx, name, wait, func() *flock.Flock {
+		return flock.New(name, flock.SetFlag(os.O_RDONLY|oNoFollow))
+	}, n.gLstat)
 }
 
 // gMkdirRoot creates root (outside the confinement: it may be a link).

@@ -349,7 +349,7 @@ func (n *noFollowFS) Lock(ctx context.Context, name string) (Unlocker, error) {
 		procLocks.put(name)
 		return nil, err
 	}
-	u, err := n.flock(ctx, r, name, true)
+	u, err := n.flock(ctx, r, name, true, true)
 	if err != nil || u == nil {
 		pm.unlock()
 		procLocks.put(name)
@@ -373,7 +373,7 @@ func (n *noFollowFS) TryLock(name string) (Unlocker, bool, error) {
 		procLocks.put(name)
 		return nil, false, nil
 	}
-	u, err := n.flock(context.Background(), r, name, false)
+	u, err := n.flock(context.Background(), r, name, false, true)
 	if err != nil || u == nil {
 		pm.unlock()
 		procLocks.put(name)
@@ -386,11 +386,52 @@ func (n *noFollowFS) TryLock(name string) (Unlocker, bool, error) {
 	return u, true, nil
 }
 
-// flock opens (creating) the lock file and takes an exclusive flock on it,
-// polling every lockRetry until ctx is done if wait, else once. It returns
-// (nil, nil) if the lock is held elsewhere and it did not get it.
-func (n *noFollowFS) flock(ctx context.Context, rel, name string, wait bool) (*fdUnlocker, error) {
-	fd, err := n.openat2(rel, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW, n.perm.File)
+// LockExisting implements FS like OS.LockExisting, opening the file without
+// following links.
+func (n *noFollowFS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gLockExisting(ctx, name, wait)
+	}
+	pm := procLocks.get(name)
+	if wait {
+		if err := pm.lock(ctx); err != nil {
+			procLocks.put(name)
+			return nil, false, fmt.Errorf("vfs: lock %s: %w", name, err)
+		}
+	} else if !pm.tryLock() {
+		procLocks.put(name)
+		return nil, false, nil
+	}
+	u, err := n.flock(ctx, r, name, wait, false)
+	if err == nil && u == nil && wait {
+		err = ctx.Err()
+	}
+	if err != nil || u == nil {
+		pm.unlock()
+		procLocks.put(name)
+		if err != nil {
+			return nil, false, fmt.Errorf("vfs: lock %s: %w", name, err)
+		}
+		return nil, false, nil
+	}
+	u.pm = pm
+	if err := sameFile(name, u.f.Stat, n.Lstat); err != nil {
+		_ = u.Unlock()
+		return nil, false, err
+	}
+	return u, true, nil
+}
+
+// flock opens the lock file (creating it if create) and takes an exclusive
+// flock on it, polling every lockRetry until ctx is done if wait, else once.
+// It returns (nil, nil) if the lock is held elsewhere and it did not get it.
+func (n *noFollowFS) flock(ctx context.Context, rel, name string, wait, create bool) (*fdUnlocker, error) {
+	flags := unix.O_RDONLY | unix.O_NOFOLLOW
+	if create {
+		flags |= unix.O_CREAT
+	}
+	fd, err := n.openat2(rel, flags, n.perm.File)
 	if err != nil {
 		return nil, pathErr("open", name, err)
 	}

@@ -60,3 +60,8 @@ func (n *noFollowFS) Lock(ctx context.Context, name string) (Unlocker, error) {
 
 // TryLock implements FS.
 func (n *noFollowFS) TryLock(name string) (Unlocker, bool, error) { return n.gTryLock(name) }
+
+// LockExisting implements FS.
+func (n *noFollowFS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
+	return n.gLockExisting(ctx, name, wait)
+}

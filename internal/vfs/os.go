@@ -113,6 +113,73 @@ func (OS) TryLock(name string) (Unlocker, bool, error) {
 	return &osUnlocker{fl: fl, pm: pm, name: name}, true, nil
 }
 
+// LockExisting implements FS: the file is opened read-only (never created),
+// locked, and then compared with what name names now.
+func (OS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
+	return lockExisting(ctx, name, wait, func() *flock.Flock { return flock.New(name, flock.SetFlag(os.O_RDONLY)) }, os.Lstat)
+}
+
+// lockExisting is LockExisting on top of gofrs/flock: newFlock opens name
+// without creating it and lstat is the FS's own Lstat.
+func lockExisting(ctx context.Context, name string, wait bool, newFlock func() *flock.Flock, lstat func(string) (fs.FileInfo, error)) (Unlocker, bool, error) {
+	pm := procLocks.get(name)
+	if wait {
+		if err := pm.lock(ctx); err != nil {
+			procLocks.put(name)
+			return nil, false, fmt.Errorf("vfs: lock %s: %w", name, err)
+		}
+	} else if !pm.tryLock() {
+		procLocks.put(name)
+		return nil, false, nil
+	}
+	fail := func(err error) (Unlocker, bool, error) {
+		pm.unlock()
+		procLocks.put(name)
+		return nil, false, err
+	}
+	fl := newFlock()
+	var ok bool
+	var err error
+	if wait {
+		ok, err = fl.TryLockContext(ctx, time.Millisecond)
+		if err == nil && !ok {
+			err = ctx.Err()
+		}
+	} else {
+		ok, err = fl.TryLock()
+	}
+	if err != nil {
+		return fail(fmt.Errorf("vfs: lock %s: %w", name, err))
+	}
+	if !ok {
+		return fail(nil)
+	}
+	u := &osUnlocker{fl: fl, pm: pm, name: name}
+	if err := sameFile(name, fl.Stat, lstat); err != nil {
+		_ = u.Unlock()
+		return nil, false, err
+	}
+	return u, true, nil
+}
+
+// sameFile checks that name still names the open file whose stat is given:
+// a lock taken on a file that was removed or replaced while waiting is a
+// lock on nothing.
+func sameFile(name string, stat func() (fs.FileInfo, error), lstat func(string) (fs.FileInfo, error)) error {
+	held, err := stat()
+	if err != nil {
+		return fmt.Errorf("vfs: lock %s: %w", name, err)
+	}
+	now, err := lstat(name)
+	if err != nil {
+		return fmt.Errorf("vfs: lock %s: %w", name, err)
+	}
+	if !os.SameFile(held, now) {
+		return fmt.Errorf("vfs: lock %s: replaced while waiting: %w", name, fs.ErrNotExist)
+	}
+	return nil
+}
+
 type osUnlocker struct {
 	once sync.Once
 	fl   *flock.Flock

@@ -76,6 +76,15 @@ type FS interface {
 	Lock(ctx context.Context, name string) (Unlocker, error)
 	// TryLock is Lock without waiting; ok is false if someone else holds it.
 	TryLock(name string) (u Unlocker, ok bool, err error)
+	// LockExisting takes the same exclusive lock on a file that must
+	// already exist: it never creates name, so a file can be its own lock
+	// and the lock lives and dies with it. It fails with an error
+	// satisfying [IsNotExist] if name does not exist or if, once locked,
+	// name no longer names the file that was locked (it was removed or
+	// replaced while the call waited). With wait it waits until ctx is done
+	// (then it returns ctx's error); without, ok is false if someone else
+	// holds the lock.
+	LockExisting(ctx context.Context, name string, wait bool) (u Unlocker, ok bool, err error)
 }
 
 // IsNotExist reports whether err says a file does not exist.

@@ -159,7 +159,7 @@ func dumpSlow(w io.Writer, dir, kind string, began time.Time) (summary string, o
 
 	// Lock files of dir by inode.
 	byInode := map[uint64]string{}
-	for _, pat := range []string{"instances/*/lock", "queues/*/locks/*.lock", "wal/*.lock", "sessions/*.lock"} {
+	for _, pat := range []string{"instances/*/lock", "queues/*/*.json", "wal/*.lock", "sessions/*.lock"} {
 		paths, _ := filepath.Glob(filepath.Join(dir, pat))
 		for _, p := range paths {
 			if fi, err := os.Stat(p); err == nil {
