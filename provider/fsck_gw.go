@@ -6,7 +6,8 @@ package provider
 // under the same locks: a message is parsed (and quarantined if it cannot
 // be used), a staged message is judged under the lock of the commit that
 // staged it (its source instance's flock, or for an activity completion,
-// "gwa:<dir>/<item>", the task's claim lock), and a claim under its lock (orphan claims removed, a committed completion finished).
+// "gwa:<dir>/<item>", the task's claim lock), and a claim under its lock
+// (orphan claims removed, a committed completion finished).
 
 import (
 	"context"
