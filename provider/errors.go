@@ -48,10 +48,17 @@ var (
 	ErrRetryable = errors.New("retryable provider error")
 	ErrPermanent = errors.New("permanent provider error")
 
-	// ErrInvalidLockToken: the token is unknown, was acked, or its lock was
-	// taken over by another fetch.
+	// ErrInvalidLockToken: the token holds no live lock - it is malformed
+	// or unknown, was acked or abandoned, its lock was taken over by
+	// another fetch or expired, or its work item is gone. Every token
+	// operation of FSProvider's two queues (ack, abandon, renew) fails with
+	// it, so
+	// errors.Is(err, ErrInvalidLockToken) is the one test for a stale
+	// token; some of these errors also match a more specific kind:
+	// ErrLockExpired, or ErrNotFound for a work item that no longer exists.
 	ErrInvalidLockToken = errors.New("invalid lock token")
-	// ErrLockExpired: the token still names the lock but it has expired.
+	// ErrLockExpired: the token still names the lock but it has expired
+	// (the error matches ErrInvalidLockToken too).
 	ErrLockExpired = errors.New("lock expired")
 	// ErrDuplicateEvent: an event id already exists in the execution.
 	ErrDuplicateEvent = errors.New("duplicate event id")
@@ -64,6 +71,12 @@ var (
 	// would orphan a child not in the deleted set.
 	ErrNotAllowed = errors.New("operation not allowed on this instance")
 	// ErrNotFound: the instance, execution or work item does not exist.
+	// A work-item token whose item is gone (acked, cancelled by its
+	// orchestration, or deleted with its instance) fails with an error
+	// matching both ErrNotFound - the contract's "not found" for a
+	// cancelled activity - and ErrInvalidLockToken. (An orchestration
+	// token of a deleted instance is just ErrInvalidLockToken, as the
+	// contract asks: its instance's lock file, and so its lock, remain.)
 	ErrNotFound = errors.New("not found")
 	// ErrInstanceRunning: a non-forced delete of a running instance.
 	ErrInstanceRunning = errors.New("instance still running")
@@ -75,6 +88,13 @@ var (
 	ErrUnsupportedFS = errors.New("unsupported file system or format")
 	// ErrClosed: the provider was closed.
 	ErrClosed = errors.New("provider closed")
+)
+
+// Stale-token causes: a token that holds no live lock because its lock
+// expired, or because its work item is gone (see ErrInvalidLockToken).
+var (
+	errTokenExpired = errors.Join(ErrInvalidLockToken, ErrLockExpired)
+	errTokenGone    = errors.Join(ErrInvalidLockToken, ErrNotFound)
 )
 
 // Permanent returns a non-retryable ProviderError.

@@ -131,6 +131,9 @@ type FSProvider struct {
 
 	// gw holds the workflow queues (fs_gw.go).
 	gw gwEngine
+
+	// stuck holds the commits this process could not apply (fs_stuck.go).
+	stuck stuckSet
 }
 
 var _ Provider = (*FSProvider)(nil)
@@ -188,6 +191,9 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		p.Close()
 		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
 	}
+	if n := p.stuckCount(); n > 0 {
+		p.log.Error("durofs: open: committed changes cannot be applied; their instances are not served until they can be (see StuckCommits, durofs fsck)", "dir", dir, "count", n)
+	}
 	interval := opts.SweepInterval
 	if interval == 0 {
 		interval = 2 * time.Second
@@ -240,10 +246,11 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 		return fmt.Errorf("durofs: open %s: replay the write-ahead log: %w", p.dir, err)
 	}
 	// Only now: a replay cut short by a kill leaves the old boot id, and
-	// the next process to open the directory alone replays again.
+	// the next process to open the directory alone replays again. So does
+	// a failure to record it (a full disk): a replay is safe to repeat, and
+	// Open must not need free space.
 	if err := l.RecordBoot(); err != nil {
-		l.Close()
-		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+		p.log.Warn("durofs: open: the boot id is not recorded; the next process to open the directory alone replays the log again", "dir", p.dir, "err", err)
 	}
 	return nil
 }

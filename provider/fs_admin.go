@@ -481,9 +481,8 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	afterCommitPoint("delete")
 	failpoint.Hit("delete.after_commit")
 	for _, m := range rec.Members {
-		if err := p.applyDeleteMember(ctx, guards[m.Key], m); err != nil {
-			p.log.Warn("durofs: deletion committed, apply deferred to recovery", "instance", m.Instance, "err", err)
-			p.stats.applyDeferred.Add(1)
+		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
+			p.applyDeferredTo(ctx, "deletion", m.Key, m.Instance, rec, err)
 			return res, nil
 		}
 		failpoint.Hit("delete.after_member_applied")
@@ -524,7 +523,7 @@ func refsFor(msgs []queueRef, k string, orch, work []fsqueue.Entry) []queueRef {
 // history), then the executions, then the lease reset - which clears the
 // mark, the last write. The fence is kept so a re-created instance's fences
 // keep increasing.
-func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, m deleteMember) error {
+func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id string, m deleteMember) error {
 	if err := p.deleteRefs(ctx, m.Delete); err != nil {
 		return err
 	}
@@ -541,7 +540,13 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, m de
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return err
 	}
-	return g.Write(lease.Lease{Fence: cur.Fence})
+	// A fresh lease; only commits a replay queued behind this one stay
+	// marked (fs_stuck.go).
+	next := lease.Lease{Fence: cur.Fence}
+	if st := decodeOrchState(cur); advanceMark(&st, id) {
+		next.Data = orchState{Pending: st.Pending, Queued: st.Queued}.encode()
+	}
+	return g.Write(next)
 }
 
 // DeleteInstanceBulk implements Admin: terminal root instances matching
@@ -693,8 +698,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	afterCommitPoint("prune")
 	failpoint.Hit("prune.after_commit")
 	if err := p.applyPrune(g, rec); err != nil {
-		p.log.Warn("durofs: prune committed, apply deferred to recovery", "instance", instance, "err", err)
-		p.stats.applyDeferred.Add(1)
+		p.applyDeferredTo(ctx, "prune", key, instance, rec, err)
 	}
 	failpoint.Hit("prune.after_apply")
 	return res, nil

@@ -124,7 +124,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	now := g.Now()
 	nowMs := now.UnixMilli()
 	if !cur.HeldAt(nowMs) {
-		return Permanentf(op, ErrLockExpired, "Instance lock expired")
+		return Permanentf(op, errTokenExpired, "Instance lock expired")
 	}
 	st := decodeOrchState(cur)
 	rec, staged, err := p.buildCommit(key, cur, st, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities, nowMs)
@@ -144,7 +144,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	// 14). We hold the flock, so only time can have changed it.
 	if !cur.HeldAt(g.Now().UnixMilli()) {
 		p.unstage(staged)
-		return Permanentf(op, ErrLockExpired, "Instance lock expired")
+		return Permanentf(op, errTokenExpired, "Instance lock expired")
 	}
 
 	// Steps 2 and 3: mark, append, sync (fs_wal.go). A failure before the
@@ -162,8 +162,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	// logged and left to the next flock holder's redo, never reported as a
 	// failed ack (the runtime would retry a turn that already happened).
 	if err := p.apply(ctx, g, rec, false); err != nil {
-		p.log.Warn("durofs: ack committed, apply deferred to recovery", "instance", rec.Instance, "err", err)
-		p.stats.applyDeferred.Add(1)
+		p.applyDeferredTo(ctx, "ack", key, rec.Instance, rec, err)
 	}
 	failpoint.Hit("ack.after_apply")
 	p.notify()

@@ -709,11 +709,7 @@ func gwRelease(g *lease.Guard, id string, pt *gwPart) error {
 		return fmt.Errorf("read lease: %w", err)
 	}
 	st := decodeOrchState(cur)
-	changed := false
-	if st.Pending != nil && st.Pending.ID == id {
-		st.Pending = nil
-		changed = true
-	}
+	changed := advanceMark(&st, id)
 	if pt.LeaseToken != "" && cur.Token == pt.LeaseToken {
 		st.Batch = nil
 		for _, r := range pt.Delete {

@@ -274,7 +274,7 @@ func (p *FSProvider) gwRedoAct(q *fsqueue.Queue, g *fsqueue.ClaimGuard) error {
 	if err := p.wal.Err(); err != nil {
 		return err
 	}
-	lr, err := p.findRecord(&d.pendingMark)
+	lr, err := p.findRecord("", &d.pendingMark)
 	if err != nil {
 		return err
 	}
@@ -432,6 +432,9 @@ func (p *FSProvider) gwSweepStaged(ctx context.Context, q *fsqueue.Queue, minAge
 			err = p.removeStaged(q, sf.Name)
 		}
 		g.Unlock()
+		if isStuck(err) {
+			continue // its commit cannot be applied yet: it may publish this file
+		}
 		if err != nil {
 			return err
 		}

@@ -225,8 +225,7 @@ func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]
 	for i := len(rec.GW.Parts) - 1; i >= 0; i-- {
 		pt := &rec.GW.Parts[i]
 		if err := p.gwApplyPart(ctx, guards[pt.Key], rec.CommitID, pt, false); err != nil {
-			p.log.Warn("durofs: workflow commit committed, apply deferred to recovery", "op", op, "instance", pt.Instance, "err", err)
-			p.stats.applyDeferred.Add(1)
+			p.applyDeferredTo(ctx, "workflow commit", pt.Key, pt.Instance, rec, err)
 		}
 		failpoint.Hit("gw.after_part")
 	}
@@ -407,6 +406,9 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		if ctx.Err() != nil {
 			return nil, nil
 		}
+		if p.skipStuck(c.key) {
+			continue // its commit cannot be applied (fs_stuck.go)
+		}
 		g, ok, err := p.leases.TryLock(p.lockPath(c.key), p.leasePath(c.key))
 		if err != nil {
 			if unusableInstance(err) {
@@ -421,6 +423,10 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		}
 		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, worker, lockFor)
 		g.Unlock()
+		if isStuck(err) {
+			p.stats.stuckSkips.Add(1)
+			continue
+		}
 		if t != nil || err != nil {
 			return t, err
 		}
@@ -439,6 +445,9 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		}
 		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, worker, lockFor)
 		g.Unlock()
+		if isStuck(err) {
+			continue
+		}
 		if t != nil || err != nil {
 			return t, err
 		}

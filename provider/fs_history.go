@@ -146,8 +146,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 		return Retryablef(op, err, "commit: %v", err)
 	}
 	if err := p.apply(ctx, g, rec, false); err != nil {
-		p.log.Warn("durofs: append committed, apply deferred to recovery", "instance", instance, "err", err)
-		p.stats.applyDeferred.Add(1)
+		p.applyDeferredTo(ctx, "append", key, instance, rec, err)
 	}
 	return nil
 }

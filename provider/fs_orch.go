@@ -34,6 +34,9 @@ type orchState struct {
 	// finished (fs_wal.go): set before its record is appended to the log,
 	// cleared by the apply's last write.
 	Pending *pendingMark `json:"pending,omitempty"`
+	// Queued are commits to apply after Pending, in order: set only by a
+	// replay for an instance whose record failed to apply (fs_stuck.go).
+	Queued []pendingMark `json:"queued,omitempty"`
 }
 
 func decodeOrchState(l lease.Lease) orchState {
@@ -54,7 +57,7 @@ func decodeOrchState(l lease.Lease) orchState {
 }
 
 func (st orchState) encode() json.RawMessage {
-	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 && st.Pending == nil {
+	if len(st.Batch) == 0 && len(st.Attempts) == 0 && len(st.Delayed) == 0 && st.Pending == nil && len(st.Queued) == 0 {
 		return nil
 	}
 	b, _ := jsonMarshal(st)
@@ -168,6 +171,9 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 	}
 	tried := map[string]bool{}
 	var busy []fsqueue.Entry // instances whose flock was held when tried
+	// failed is the first instance's error: returned only if no other
+	// instance can be served (one failing instance never blocks the queue).
+	var failed error
 	for _, e := range entries {
 		key := e.Attrs[attrKey]
 		if key == "" || tried[key] {
@@ -189,13 +195,19 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 				continue
 			}
 		}
+		if p.skipStuck(key) {
+			continue // its commit cannot be applied (fs_stuck.go): retried after a back-off
+		}
 		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
 		if err != nil {
 			if unusableInstance(err) {
 				p.warnUnusable(key, e.Attrs[attrInstance], err)
 				continue // one damaged instance never blocks the queue
 			}
-			return nil, Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
+			if failed == nil {
+				failed = Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
+			}
+			continue
 		}
 		if !ok {
 			busy = append(busy, e) // another fetch, ack or cleanup is inside it right now
@@ -208,7 +220,14 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 				p.warnUnusable(key, e.Attrs[attrInstance], err)
 				continue
 			}
-			return nil, err
+			if isStuck(err) {
+				p.stats.stuckSkips.Add(1) // logged by noteStuck
+				continue
+			}
+			if failed == nil {
+				failed = err
+			}
+			continue
 		}
 		if item != nil {
 			return item, nil
@@ -229,7 +248,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 			return item, err
 		}
 	}
-	return nil, nil
+	return nil, failed
 }
 
 // busyWait bounds how long a fetch that found nothing else waits in all for
@@ -258,7 +277,7 @@ func (p *FSProvider) fetchBusy(ctx context.Context, e fsqueue.Entry, wait, lockT
 	}
 	defer g.Unlock()
 	item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
-	if err != nil && unusableInstance(err) {
+	if err != nil && (unusableInstance(err) || isStuck(err)) {
 		return nil, nil
 	}
 	return item, err
@@ -641,8 +660,11 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 		return Retryablef(op, err, "read lease: %v", err)
 	}
 	nowMs := g.Now().UnixMilli()
-	if cur.Token == "" || cur.Token != lt || !cur.HeldAt(nowMs) {
+	if cur.Token == "" || cur.Token != lt {
 		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+	}
+	if !cur.HeldAt(nowMs) {
+		return Permanentf(op, errTokenExpired, "Lock token invalid, expired, or already acked")
 	}
 	cur.ExpiresAtMs = nowMs + extendFor.Milliseconds()
 	if err := g.Write(cur); err != nil {

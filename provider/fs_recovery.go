@@ -26,6 +26,9 @@ type recoveryStats struct {
 	tempsSwept    atomic.Int64 // temporary files of killed writers removed
 	stagedSwept   atomic.Int64 // staged messages of commits that never happened, removed
 	replayed      atomic.Int64 // log records replayed by a process that had the directory alone
+	applyFailures atomic.Int64 // failed applies of committed records (fs_stuck.go)
+	stuckSkips    atomic.Int64 // fetches that passed over an instance whose commit cannot be applied
+	parked        atomic.Int64 // records moved out of the log into unapplied/
 
 	checkpoints, checkpointSyncs atomic.Int64 // LogStats
 }
@@ -51,6 +54,12 @@ type RecoveryStats struct {
 	// RecordsReplayed counts write-ahead log records replayed at Open by a
 	// process that had the directory alone.
 	RecordsReplayed int64
+	// ApplyFailures counts failed applies of committed records (the commit
+	// is kept and retried; see StuckCommits). StuckSkips counts the times a
+	// fetch passed over an instance because its commit cannot be applied.
+	// CommitsParked counts such records moved out of the write-ahead log so
+	// that the checkpoint could pass them.
+	ApplyFailures, StuckSkips, CommitsParked int64
 }
 
 // RecoveryStats returns this provider's recovery counters.
@@ -61,6 +70,8 @@ func (p *FSProvider) RecoveryStats() RecoveryStats {
 		TornTailsRepaired: p.stats.tornTails.Load(), TempFilesSwept: p.stats.tempsSwept.Load(),
 		RecordsReplayed:      p.stats.replayed.Load(),
 		StagedOrphansRemoved: p.stats.stagedSwept.Load(),
+		ApplyFailures:        p.stats.applyFailures.Load(), StuckSkips: p.stats.stuckSkips.Load(),
+		CommitsParked: p.stats.parked.Load(),
 	}
 }
 
@@ -132,6 +143,9 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 					}
 					return p.removeStaged(q, sf.Name)
 				})
+				if isStuck(err) {
+					continue // its work ack cannot be applied yet: it may publish this file
+				}
 				if err != nil {
 					return err
 				}
@@ -145,7 +159,8 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 			}
 			g, ok, err := p.leases.TryLock(p.lockPath(src), p.leasePath(src))
 			if err != nil {
-				return err
+				p.warnUnusable(src, instanceIDOf(src), err)
+				continue // one instance that cannot be locked must not stop the pass
 			}
 			if !ok {
 				continue // its instance is busy; next sweep
@@ -155,6 +170,13 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 				err = p.removeStaged(q, sf.Name)
 			}
 			g.Unlock()
+			if isStuck(err) {
+				continue // its commit cannot be applied yet: it may publish this file
+			}
+			if err != nil && p.wal.Err() == nil && !errors.Is(err, ctx.Err()) {
+				p.warnUnusable(src, instanceIDOf(src), err)
+				continue // this instance's files fail: decided on the next pass
+			}
 			if err != nil {
 				return err
 			}

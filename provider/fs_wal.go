@@ -76,6 +76,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,10 +102,12 @@ type pendingMark struct {
 	Hint wal.LSN `json:"hint"`
 }
 
-// loggedRecord is a record read back from the log.
+// loggedRecord is a record read back from the log, or from unapplied/
+// (parked: see fs_stuck.go).
 type loggedRecord struct {
 	lsn, end wal.LSN
 	rec      *commitRecord
+	parked   bool
 }
 
 // errFound stops a log scan.
@@ -164,21 +167,28 @@ func setMark(g *lease.Guard, mark *pendingMark) error {
 // a mark left behind names no record and is cleared by the next holder).
 func clearMarks(guards []*lease.Guard, id string) {
 	for _, g := range guards {
-		cur, _, err := g.Read()
-		if err != nil {
-			continue
-		}
-		if st := decodeOrchState(cur); st.Pending != nil && st.Pending.ID == id {
-			st.Pending = nil
-			cur.Data = st.encode()
-			_ = g.Write(cur)
-		}
+		_ = clearMark(g, id)
 	}
 }
 
+// clearMark takes record id off the lease's marks (the next queued record,
+// if any, becomes pending).
+func clearMark(g *lease.Guard, id string) error {
+	cur, _, err := g.Read()
+	if err != nil {
+		return err
+	}
+	if st := decodeOrchState(cur); advanceMark(&st, id) {
+		cur.Data = st.encode()
+		return g.Write(cur)
+	}
+	return nil
+}
+
 // findRecord looks for the record a mark names, from the mark's hint (or
-// the checkpoint, if later) to the end of the log. A record that is not
-// there never committed - its writer died before the append (or the append
+// the checkpoint, if later) to the end of the log, then among the records
+// parked for instance key (fs_stuck.go; key "" for a work item's claim). A
+// record that is not there never committed - its writer died before the append (or the append
 // was torn) - or is settled: below the checkpoint, it was applied and made
 // durable by the checkpoint or replay that passed it. Either way the mark
 // names nothing to redo.
@@ -193,7 +203,7 @@ func clearMarks(guards []*lease.Guard, id string) {
 // Found by TestPowerLossSweep (writeback crash model, a second power loss
 // after recovery; reduced to TestPowerLossStaleMark). It relies on the
 // checkpoint never passing a record it has not seen applied (ensureApplied).
-func (p *FSProvider) findRecord(mark *pendingMark) (*loggedRecord, error) {
+func (p *FSProvider) findRecord(key string, mark *pendingMark) (*loggedRecord, error) {
 	ckpt, err := p.wal.Checkpoint()
 	if err != nil {
 		return nil, err
@@ -218,41 +228,73 @@ func (p *FSProvider) findRecord(mark *pendingMark) (*loggedRecord, error) {
 	if derr != nil {
 		return nil, fmt.Errorf("log record %s does not decode: %w", mark.ID, derr)
 	}
+	if found == nil && key != "" {
+		return p.findParked(key, mark.ID)
+	}
 	return found, nil
 }
 
-// redoPending finishes the commit marked pending in an instance's lease, if
-// any: a commit whose writer died (or whose apply failed) before clearing
-// its mark. The caller holds the instance flock.
+// redoPending finishes the commits marked pending in an instance's lease,
+// if any: a commit whose writer died (or whose apply failed) before clearing
+// its mark, then those queued behind it (by a replay, fs_stuck.go), in
+// order. The caller holds the instance flock. A record that cannot be
+// applied gives an *applyError (the mark stays; see fs_stuck.go).
 func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string) error {
-	cur, _, err := g.Read()
-	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
-		return fmt.Errorf("read lease: %w", err)
+	last := ""
+	for {
+		cur, _, err := g.Read()
+		if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+			return fmt.Errorf("read lease: %w", err)
+		}
+		st := decodeOrchState(cur)
+		if st.Pending == nil || st.Pending.ID == last {
+			// Nothing (more) pending; or an apply that did not take its
+			// mark off (a deletion record not naming this key): done as
+			// far as this key goes.
+			p.noteApplied(key)
+			return nil
+		}
+		if err := p.wal.Err(); err != nil {
+			return err // the record's durability cannot be known: replay decides
+		}
+		lr, err := p.findRecord(key, st.Pending)
+		if err != nil {
+			return err
+		}
+		if lr == nil {
+			failpoint.Hit("redo.no_record")
+			if err := clearMark(g, st.Pending.ID); err != nil {
+				return fmt.Errorf("clear mark: %w", err)
+			}
+			continue
+		}
+		// Applied effects must never precede durability: another process
+		// could consume what this apply publishes. (A parked record was
+		// durable before the checkpoint passed it.)
+		if !lr.parked {
+			if err := p.wal.SyncThrough(lr.end); err != nil {
+				return err
+			}
+		}
+		p.stats.redone.Add(1)
+		failpoint.Hit("redo.start")
+		if err := p.applyKey(ctx, g, key, lr.rec, false); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			p.noteStuck(key, instanceOf(key, lr.rec), lr.rec.CommitID, lr.lsn, err)
+			return &applyError{key: key, id: lr.rec.CommitID, err: err}
+		}
+		last = lr.rec.CommitID
 	}
-	st := decodeOrchState(cur)
-	if st.Pending == nil {
-		return nil
+}
+
+// instanceOf names the instance of key in rec.
+func instanceOf(key string, rec *commitRecord) string {
+	if rec.Instance != "" && rec.Key == key {
+		return rec.Instance
 	}
-	if err := p.wal.Err(); err != nil {
-		return err // the record's durability cannot be known: replay decides
-	}
-	lr, err := p.findRecord(st.Pending)
-	if err != nil {
-		return err
-	}
-	if lr == nil {
-		failpoint.Hit("redo.no_record")
-		clearMarks([]*lease.Guard{g}, st.Pending.ID)
-		return nil
-	}
-	// Applied effects must never precede durability: another process could
-	// consume what this apply publishes.
-	if err := p.wal.SyncThrough(lr.end); err != nil {
-		return err
-	}
-	p.stats.redone.Add(1)
-	failpoint.Hit("redo.start")
-	return p.applyKey(ctx, g, key, lr.rec, false)
+	return instanceIDOf(key)
 }
 
 // applyKey applies the part of rec that belongs to instance key (all of it,
@@ -266,7 +308,7 @@ func (p *FSProvider) applyKey(ctx context.Context, g *lease.Guard, key string, r
 	case kindDelete:
 		for _, m := range rec.Members {
 			if m.Key == key {
-				return p.applyDeleteMember(ctx, g, m)
+				return p.applyDeleteMember(ctx, g, rec.CommitID, m)
 			}
 		}
 		return nil
@@ -286,11 +328,7 @@ func releaseMark(g *lease.Guard, id, token string, forget []queueRef) error {
 		return fmt.Errorf("read lease: %w", err)
 	}
 	st := decodeOrchState(cur)
-	changed := false
-	if st.Pending != nil && st.Pending.ID == id {
-		st.Pending = nil
-		changed = true
-	}
+	changed := advanceMark(&st, id)
 	if token != "" && cur.Token == token {
 		for _, r := range forget {
 			delete(st.Attempts, r.Name)
@@ -345,54 +383,179 @@ func (p *FSProvider) scanLog() (recs []loggedRecord, from, end wal.LSN, err erro
 
 // replayAll is recovery by a process that has the directory alone (no other
 // process has it open, so nobody reads or writes meanwhile): every record
-// since the checkpoint is applied again in log order, rewriting its bytes.
-// After a sync failure a checkpoint then makes the result durable before the
-// poison mark is cleared; otherwise the background checkpoint does. It is what runs after a power
-// loss, after a sync failure (then it also clears the poison mark), and
-// whenever the last process of a directory died.
+// parked out of the log (fs_stuck.go), then every record since the
+// checkpoint, is applied again in log order, rewriting its bytes. After a
+// sync failure a checkpoint then makes the result durable before the
+// poison mark is cleared; otherwise the background checkpoint does. It is
+// what runs after a power loss, after a sync failure (then it also clears
+// the poison mark), and whenever the last process of a directory died.
+//
+// A record that cannot be applied for an instance (a damaged history, an
+// unwritable file) must not keep the others from being served: it is
+// logged, its outbound messages are restored (in log order, like every
+// publish of a replay), the instance's mark is set to it, and every later
+// record of that instance is queued behind it unapplied (orchState.Queued):
+// they are applied, in order, by whoever next finishes the instance's marks
+// once the cause is gone. After a sync failure they are parked before the
+// checkpoint passes them.
 func (p *FSProvider) replayAll(ctx context.Context) error {
 	recs, _, end, err := p.scanLog()
 	if err != nil {
 		return err
 	}
+	parked, err := p.listParked()
+	if err != nil {
+		return err
+	}
 	failpoint.Hit("replay.start")
-	// A record that cannot be applied (a damaged history, an unwritable
-	// file) must not keep every other instance from being served: it is
-	// logged, the checkpoint stops before it (so the next replay tries it
-	// again), and the instance's mark makes its next flock holder retry it.
-	failed := 0
+	rs := replayState{p: p, blocked: map[string][]pendingMark{}}
+	inLog := map[string]bool{}
+	for _, lr := range recs {
+		inLog[lr.rec.CommitID] = true
+	}
+	// Parked records are older than every record in the log. One the
+	// checkpoint did not pass after all is replayed from the log, in order.
+	for _, e := range parked {
+		if !inLog[e.lr.rec.CommitID] {
+			rs.replayKey(ctx, e.key, e.lr)
+		}
+	}
+	stop := len(recs) // the first record the checkpoint cannot pass
+	unapplied := map[int][]string{}
 	for i, lr := range recs {
-		if err := p.replayOne(ctx, lr.rec); err != nil {
-			if ctx.Err() != nil {
-				return err
+		keys := keysOf(lr.rec)
+		if len(keys) == 0 { // a work item's or workflow activity's ack
+			if err := p.replayOne(ctx, lr.rec); err != nil {
+				p.log.Error("durofs: replay of a log record failed; the checkpoint stays before it until it can be applied", "record", lr.rec.CommitID, "lsn", lr.lsn, "err", err)
+				stop = min(stop, i)
+				continue
 			}
-			p.log.Error("durofs: replay of a log record failed; its instance stays unusable until it can be applied", "record", lr.rec.CommitID, "lsn", lr.lsn, "instance", lr.rec.Instance, "err", err)
-			if failed == 0 {
-				end = lr.lsn
-				recs = recs[:i:i]
-			}
-			failed++
+			p.stats.replayed.Add(1)
 			continue
 		}
-		p.stats.replayed.Add(1)
+		var failed []string
+		for _, k := range keys {
+			if !rs.replayKey(ctx, k, lr) {
+				failed = append(failed, k)
+			}
+		}
+		if len(failed) == 0 {
+			p.stats.replayed.Add(1)
+			continue
+		}
+		unapplied[i] = failed
+		if err := p.restorePublishes(lr.rec); err != nil {
+			p.log.Error("durofs: replay could not restore the messages of a log record; the checkpoint stays before it", "record", lr.rec.CommitID, "lsn", lr.lsn, "err", err)
+			stop = min(stop, i)
+		}
 	}
 	failpoint.Hit("replay.after_apply")
+	rs.setMarks(ctx)
 	if p.wal.Err() == nil {
 		// Nothing needs to be durable before serving: until a checkpoint
 		// covers them, the records stay in the log and a power loss replays
-		// them again. The background checkpoint makes them durable.
+		// them again. The background checkpoint makes them durable (and
+		// parks those that could not be applied).
 		return nil
 	}
 	// Poisoned: prove the rewritten bytes reach the disk before anything
-	// is acknowledged again.
-	if err := p.syncTouched(recs); err != nil {
+	// is acknowledged again; park what could not be applied first.
+	stuck := map[string][]string{}
+	for i := 0; i < stop; i++ {
+		keys := unapplied[i]
+		if len(keys) == 0 {
+			continue
+		}
+		if err := p.parkRecord(recs[i], keys, true); err != nil {
+			if errors.Is(err, wal.ErrPoisoned) {
+				return err
+			}
+			p.log.Error("durofs: replay could not park a log record that cannot be applied; the checkpoint stays before it", "record", recs[i].rec.CommitID, "err", err)
+			stop = i
+			break
+		}
+		stuck[recs[i].rec.CommitID] = keys
+	}
+	if stop < len(recs) {
+		end = recs[stop].lsn
+	}
+	if err := p.syncTouched(recs[:stop], stuck); err != nil {
 		return err
 	}
 	if err := p.wal.SetCheckpoint(end); err != nil {
 		return err
 	}
-	if failed == 0 {
+	if stop == len(recs) {
 		return p.wal.ClearPoison()
+	}
+	return nil
+}
+
+// replayState is what a replay learns about instances whose records fail.
+type replayState struct {
+	p *FSProvider
+	// blocked are the instances with a record that failed: the marks to
+	// set, the failed record's first.
+	blocked map[string][]pendingMark
+}
+
+// replayKey applies lr's part for instance key in replay mode, under its
+// flock, and reports whether it did; if not (it failed, or an earlier
+// record of key did), the record is queued for key.
+func (rs *replayState) replayKey(ctx context.Context, key string, lr loggedRecord) bool {
+	p := rs.p
+	mark := pendingMark{ID: lr.rec.CommitID, Hint: lr.lsn}
+	if marks, ok := rs.blocked[key]; ok {
+		rs.blocked[key] = append(marks, mark)
+		return false
+	}
+	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	if err == nil {
+		err = p.applyKey(ctx, g, key, lr.rec, true)
+		g.Unlock()
+	}
+	if err == nil {
+		return true
+	}
+	rs.blocked[key] = []pendingMark{mark}
+	p.noteStuck(key, instanceOf(key, lr.rec), lr.rec.CommitID, lr.lsn, err)
+	return false
+}
+
+// setMarks marks every blocked instance's records pending, in order.
+func (rs *replayState) setMarks(ctx context.Context) {
+	p := rs.p
+	for key, marks := range rs.blocked {
+		g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+		if err == nil {
+			cur, _, rerr := g.Read()
+			if rerr != nil && !errors.Is(rerr, lease.ErrCorrupt) {
+				err = rerr
+			} else {
+				st := decodeOrchState(cur)
+				st.Pending, st.Queued = &marks[0], marks[1:]
+				cur.Data = st.encode()
+				err = g.Write(cur)
+			}
+			g.Unlock()
+		}
+		if err != nil {
+			p.log.Error("durofs: replay could not mark an instance's unapplied commits pending", "key", key, "commits", len(marks), "err", err)
+		}
+	}
+}
+
+// restorePublishes writes the messages rec publishes from its bytes (a
+// replay's publish), whatever part of it was applied.
+func (p *FSProvider) restorePublishes(rec *commitRecord) error {
+	refs, err := p.publishRefs(rec)
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		if err := r.q.Restore(r.ref.Name, r.ref.Data); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -431,6 +594,12 @@ const checkpointTimeout = 2 * time.Second
 // ctx): Recover must not return before the records are finished. Without, a
 // busy lock skips the round (background passes: whoever holds it is doing
 // the same work).
+//
+// A record that cannot be applied (fs_stuck.go) does not end the pass: the
+// records after it are finished too. With sync it is parked, and the
+// checkpoint goes past it; one that cannot be parked (a work item's ack, an
+// instance whose lease cannot be read) keeps the checkpoint before it, and
+// is logged and listed by StuckCommits.
 func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error {
 	path := filepath.Join(p.dir, "wal", "checkpoint.lock")
 	var u vfs.Unlocker
@@ -460,21 +629,48 @@ func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error 
 	if err != nil {
 		return err
 	}
+	// Parked records, after the scan of the log (see fs_stuck.go: one
+	// whose mark is gone is removed before this round's checkpoint).
+	if err := p.settleParked(ctx, sync); err != nil {
+		return err
+	}
+	stop := len(recs)
+	parked := map[string][]string{} // commit id → the keys it was parked for
+visit:
 	for i, lr := range recs {
-		done, err := p.ensureApplied(ctx, lr)
+		res, stuck, err := p.ensureApplied(ctx, lr)
 		if err != nil {
 			return err
 		}
-		if !done {
-			end, recs = lr.lsn, recs[:i]
-			break
+		switch res {
+		case ensureBusy:
+			stop = min(stop, i)
+			break visit
+		case ensureStuck:
+			if i < stop && sync && parkedKind(lr.rec.Kind) {
+				err := p.parkRecord(lr, stuck, false)
+				if err == nil {
+					parked[lr.rec.CommitID] = stuck
+					continue
+				}
+				if errors.Is(err, wal.ErrPoisoned) {
+					return err
+				}
+				p.log.Error("durofs: checkpoint could not park a record that cannot be applied; the checkpoint stays before it", "record", lr.rec.CommitID, "lsn", lr.lsn, "err", err)
+			}
+			fallthrough
+		case ensureBlocked:
+			stop = min(stop, i)
 		}
+	}
+	if stop < len(recs) {
+		end, recs = recs[stop].lsn, recs[:stop]
 	}
 	if !sync || end <= from {
 		return nil
 	}
 	if testSkipSync != "checkpoint" { // test only: see testSkipSync
-		if err := p.syncTouched(recs); err != nil {
+		if err := p.syncTouched(recs, parked); err != nil {
 			return err
 		}
 	}
@@ -492,59 +688,103 @@ func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error 
 // (Durable mode) and advances the checkpoint, removing log segments wholly
 // below it. It returns nil without doing anything if another process is
 // checkpointing; a record whose flock stays busy for checkpointTimeout ends
-// the checkpoint before it.
+// the checkpoint before it, and one that cannot be applied is parked
+// (fs_stuck.go).
 func (p *FSProvider) Checkpoint(ctx context.Context) error {
 	return p.checkpointOnce(ctx, true, false)
 }
 
+// ensureResult is what ensureApplied found.
+type ensureResult int
+
+const (
+	ensureDone    ensureResult = iota // applied
+	ensureBusy                        // a flock was not had in time: the checkpoint stops visiting
+	ensureStuck                       // applying failed for the returned keys: parkable
+	ensureBlocked                     // cannot be known applied nor parked: the checkpoint stays before it
+)
+
 // ensureApplied makes sure a record's apply finished: a lease (or claim)
-// still marking it is redone under its flock. done is false if a flock could
-// not be had within checkpointTimeout (its holder is slow or stopped).
-func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (done bool, err error) {
+// still marking it is redone under its flock. Keys whose redo fails (the
+// lease marks the record, so no later record of theirs exists: fs_stuck.go)
+// are returned with ensureStuck.
+func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (ensureResult, []string, error) {
 	rec := lr.rec
 	lctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
 	if rec.Kind == kindGWAct {
-		return p.gwEnsureAct(ctx, lctx, rec)
+		done, err := p.gwEnsureAct(ctx, lctx, rec)
+		return ensureDoneOrBusy(done), nil, err
 	}
 	if rec.Kind == kindWorkAck {
 		c, exists, err := p.workQ.PeekClaim(rec.Item)
 		if err != nil && !errors.Is(err, fsqueue.ErrCorrupt) {
 			// Not known to be applied: a checkpoint past it would make
 			// findRecord drop its mark unapplied.
-			return false, err
+			return ensureBusy, nil, err
 		}
 		if err != nil || !exists || workMark(c) != rec.CommitID {
-			return true, nil // unreadable claims are volatile, never a commit's mark
+			p.noteApplied("w:" + rec.Item)
+			return ensureDone, nil, nil // unreadable claims are volatile, never a commit's mark
 		}
 		err = p.workQ.WithClaim(lctx, rec.Item, func(g *fsqueue.ClaimGuard) error {
 			return p.redoWorkAck(g)
 		})
-		return err == nil, ignoreTimeout(err)
+		if isStuck(err) {
+			return ensureBlocked, nil, nil
+		}
+		return ensureDoneOrBusy(err == nil), nil, ignoreTimeout(err)
 	}
+	res := ensureDone
+	var stuck []string
 	for _, k := range keysOf(rec) {
 		cur, _, err := p.leases.Inspect(lctx, p.lockPath(k), p.leasePath(k))
 		if err != nil && !errors.Is(err, lease.ErrCorrupt) {
-			return false, ignoreTimeout(err) // not known to be applied (see findRecord)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return ensureBusy, nil, nil
+			}
+			// Not known to be applied (see findRecord).
+			p.noteStuck(k, instanceOf(k, rec), rec.CommitID, lr.lsn, fmt.Errorf("read lease: %w", err))
+			res = ensureBlocked
+			continue
 		}
 		if err != nil {
 			continue // unreadable: the holder of its flock rewrites it
 		}
-		if st := decodeOrchState(cur); st.Pending == nil || st.Pending.ID != rec.CommitID {
+		if !marks(decodeOrchState(cur), rec.CommitID) {
 			continue
 		}
 		g, err := p.leases.Lock(lctx, p.lockPath(k), p.leasePath(k))
 		if err != nil {
-			return false, ignoreTimeout(err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return ensureBusy, nil, nil
+			}
+			p.noteStuck(k, instanceOf(k, rec), rec.CommitID, lr.lsn, fmt.Errorf("lock: %w", err))
+			res = ensureBlocked
+			continue
 		}
 		err = p.redoPending(ctx, g, k)
 		g.Unlock()
+		if isStuck(err) {
+			stuck = append(stuck, k)
+			continue
+		}
 		if err != nil {
-			return false, err
+			return ensureBusy, nil, err
 		}
 		p.stats.acksFinished.Add(1)
 	}
-	return true, nil
+	if res == ensureDone && len(stuck) > 0 {
+		res = ensureStuck
+	}
+	return res, stuck, nil
+}
+
+func ensureDoneOrBusy(done bool) ensureResult {
+	if done {
+		return ensureDone
+	}
+	return ensureBusy
 }
 
 func ignoreTimeout(err error) error {
@@ -555,28 +795,48 @@ func ignoreTimeout(err error) error {
 }
 
 // syncTouched fsyncs every file and directory the records changed (Durable
-// mode only). A file or directory that no longer exists needs nothing: its
-// removal is covered by its parent's fsync. Any other error poisons the log.
-func (p *FSProvider) syncTouched(recs []loggedRecord) error {
+// mode only), but those of the instances each was parked for (stuck: by
+// commit id; they are synced once applied). A file or directory that no
+// longer exists needs nothing: its removal is covered by its parent's
+// fsync. Any other error poisons the log.
+func (p *FSProvider) syncTouched(recs []loggedRecord, stuck map[string][]string) error {
 	if p.durability != Durable {
 		return nil
 	}
 	files, dirs := map[string]bool{}, map[string]bool{}
 	for _, lr := range recs {
-		p.touched(lr.rec, files, dirs)
+		keys := stuck[lr.rec.CommitID]
+		if len(keys) == 0 {
+			p.touched(lr.rec, files, dirs)
+			continue
+		}
+		f, d := map[string]bool{}, map[string]bool{}
+		p.touched(lr.rec, f, d)
+		for _, set := range []struct{ from, to map[string]bool }{{f, files}, {d, dirs}} {
+			for path := range set.from {
+				if !p.underAny(path, keys) {
+					set.to[path] = true
+				}
+			}
+		}
 	}
 	// Files first, then directories (a new file's entry is durable only
 	// once its directory is synced), each batch by several goroutines: the
 	// file system can share one journal commit or device flush among
 	// concurrent fsyncs.
-	p.stats.checkpointSyncs.Add(int64(len(files) + len(dirs)))
-	if err := parallelSync(sortedKeys(files), p.syncFile); err != nil {
-		return p.wal.Poison(fmt.Errorf("checkpoint: %w", err))
+	return p.syncPaths(files, dirs)
+}
+
+// underAny reports whether path is the directory of one of the instance
+// keys, or inside it.
+func (p *FSProvider) underAny(path string, keys []string) bool {
+	for _, k := range keys {
+		d := p.instDir(k)
+		if path == d || strings.HasPrefix(path, d+string(filepath.Separator)) {
+			return true
+		}
 	}
-	if err := parallelSync(sortedKeys(dirs), p.fs.SyncDir); err != nil {
-		return p.wal.Poison(fmt.Errorf("checkpoint: %w", err))
-	}
-	return nil
+	return false
 }
 
 // checkpointSyncers is how many fsyncs a checkpoint runs at once.

@@ -1,17 +1,19 @@
 package provider
 
 import (
-	"github.com/google/uuid"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/failpoint"
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // workerMessage builds the queue message for an ActivityExecute. Its
@@ -213,22 +215,23 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		}
 		c, exists, err := g.Read()
 		if errors.Is(err, fsqueue.ErrCorrupt) {
-			return Permanentf(op, ErrNotFound, "work item not found: its claim is unreadable (%v)", err)
+			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item's claim is unreadable (%v)", err)
 		}
 		if err != nil {
 			return Retryablef(op, err, "read claim: %v", err)
 		}
-		if !exists || c.Token != ct || c.State != "" {
-			return Permanentf(op, ErrNotFound, "work item not found: lock token invalid, item cancelled, or already acked")
+		itemExists, err := g.MessageExists()
+		if err != nil {
+			return Retryablef(op, err, "stat work item: %v", err)
 		}
 		now := g.Now().UnixMilli()
-		if c.LockedUntilMs <= now {
-			return Permanentf(op, ErrLockExpired, "work item lock expired")
-		}
-		if ok, err := g.MessageExists(); err != nil {
-			return Retryablef(op, err, "stat work item: %v", err)
-		} else if !ok {
-			return Permanentf(op, ErrNotFound, "work item not found: cancelled or deleted")
+		switch {
+		case !itemExists:
+			return Permanentf(op, errTokenGone, "work item not found: acked, cancelled or deleted")
+		case !exists || c.Token != ct || c.State != "":
+			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item is not locked by it (abandoned, expired and taken, or already acked)")
+		case c.LockedUntilMs <= now:
+			return Permanentf(op, errTokenExpired, "work item lock expired")
 		}
 		if m, err := p.workQ.Get(name); err == nil {
 			sessionID, hasSession = m.Attrs[attrSession]
@@ -260,8 +263,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		afterCommitPoint("work_ack")
 		failpoint.Hit("workack.after_commit")
 		if err := p.applyWorkAck(g, rec, false); err != nil {
-			p.log.Warn("durofs: work ack committed, apply deferred to recovery", "item", name, "err", err)
-			p.stats.applyDeferred.Add(1)
+			p.applyDeferredTo(ctx, "work ack", "w:"+name, "", rec, err)
 		}
 		return nil
 	})
@@ -355,7 +357,7 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 		if err := p.wal.Err(); err != nil {
 			return err
 		}
-		if lr, err = p.findRecord(&d.pendingMark); err != nil {
+		if lr, err = p.findRecord("", &d.pendingMark); err != nil {
 			return err
 		}
 	}
@@ -376,7 +378,13 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 		return err
 	}
 	failpoint.Hit("workack.redo_start")
-	return p.applyWorkAck(g, lr.rec, false)
+	if err := p.applyWorkAck(g, lr.rec, false); err != nil {
+		key := "w:" + lr.rec.Item
+		p.noteStuck(key, "", lr.rec.CommitID, lr.lsn, err)
+		return &applyError{key: key, id: lr.rec.CommitID, err: err}
+	}
+	p.noteApplied("w:" + lr.rec.Item)
+	return nil
 }
 
 // unmarkClaim puts a claim marked acked whose record never committed back to
@@ -416,6 +424,9 @@ func (p *FSProvider) finishAckedClaims(ctx context.Context) (int, error) {
 		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			continue // busy: next pass
 		}
+		if isStuck(err) {
+			continue // cannot be applied yet (fs_stuck.go): logged, retried
+		}
 		if err != nil {
 			return n, err
 		}
@@ -439,7 +450,7 @@ func (p *FSProvider) RenewWorkItemLock(ctx context.Context, token string, extend
 	}
 	c, err := p.workQ.Renew(ctx, ct, extendFor)
 	if err != nil {
-		return mapClaimErr(op, err)
+		return p.mapClaimErr(op, ct, err)
 	}
 	_ = c
 	if name, ok := fsqueue.NameFromToken(ct); ok {
@@ -460,21 +471,29 @@ func (p *FSProvider) AbandonWorkItem(ctx context.Context, token string, delay ti
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
 	if err := p.workQ.Abandon(ctx, ct, delay, ignoreAttempt); err != nil {
-		return mapClaimErr(op, err)
+		return p.mapClaimErr(op, ct, err)
 	}
 	failpoint.Hit("abandonwork.after_claim_write")
 	p.notify()
 	return nil
 }
 
-func mapClaimErr(op string, err error) error {
+// mapClaimErr maps a claim operation's error for token ct (see
+// ErrInvalidLockToken). A token that does not hold the claim of an item
+// that is gone (its claim went with it) is a gone item's.
+func (p *FSProvider) mapClaimErr(op, ct string, err error) error {
 	switch {
 	case errors.Is(err, fsqueue.ErrNotHolder):
+		if name, ok := fsqueue.NameFromToken(ct); ok {
+			if _, gerr := p.fs.Lstat(filepath.Join(p.workQ.Dir(), name+".json")); vfs.IsNotExist(gerr) {
+				return Permanentf(op, errTokenGone, "work item not found: acked, cancelled or deleted")
+			}
+		}
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: %v", err)
 	case errors.Is(err, fsqueue.ErrExpired):
-		return Permanentf(op, ErrLockExpired, "work item lock expired")
+		return Permanentf(op, errTokenExpired, "work item lock expired")
 	case errors.Is(err, fsqueue.ErrNotFound):
-		return Permanentf(op, ErrNotFound, "work item not found: cancelled or deleted")
+		return Permanentf(op, errTokenGone, "work item not found: acked, cancelled or deleted")
 	}
 	return Retryablef(op, err, "%v", err)
 }

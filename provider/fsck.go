@@ -128,6 +128,13 @@ const (
 	// yet replayed after a reboot (repaired by replaying the log, as a
 	// provider's Open does, before the check).
 	FsckPendingCommit = "pending_commit"
+	// FsckStuckCommit: a committed change that could not be applied: moved
+	// out of the write-ahead log into unapplied/ (parked), or still pending
+	// in the log MinAge after its commit. Its instance is not served until
+	// it is applied (see StuckCommits). Repaired by applying it, which
+	// works once its cause (an unwritable or failing file) is gone; the
+	// finding's action then says what still fails.
+	FsckStuckCommit = "stuck_commit"
 	// FsckCounterDrift: instance.json's executions, total_events, status,
 	// completed_at or current execution, or a state.json's event_count or
 	// execution_id, disagree with the files; or instance.json is missing
@@ -151,7 +158,7 @@ const (
 	// FsckUnknownInstance: queued messages for an instance that has no
 	// instance.json, no history, no pending commit and no queued start
 	// (info while younger than StaleAfter, then a warning). Not repaired:
-	// `durofs delete <instance> --force` removes them.
+	// `durofs drain <instance>` (DrainOrphanMessages) removes them.
 	FsckUnknownInstance = "unknown_instance"
 )
 
@@ -718,7 +725,7 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 		return false
 	}
 	path := r.p.leasePath(key)
-	lr, err := r.p.findRecord(st.Pending)
+	lr, err := r.p.findRecord(key, st.Pending)
 	if err != nil {
 		r.ioError(filepath.Join(r.p.dir, "wal"), err)
 		return true
@@ -731,8 +738,20 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 		}
 		return false
 	}
-	f := r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(lr.rec))
-	f.Action = "fsck --repair (or any durofs process's recovery) applies it"
+	var f *FsckFinding
+	// (A record without a commit time is not judged by its age.)
+	if age := r.now.Sub(time.UnixMilli(lr.rec.CommittedMs)); lr.parked || (lr.rec.CommittedMs > 0 && age >= r.opts.MinAge) {
+		where := "still in the write-ahead log"
+		if lr.parked {
+			where = "moved out of the write-ahead log to " + r.rel(r.p.parkedPath(key, lr.lsn, lr.rec.CommitID))
+		}
+		f = r.add(FsckStuckCommit, SeverityError, path, "instance %q: %s %s after its commit (%s): its apply fails, and the instance is not served until it can be applied",
+			instanceOf(key, lr.rec), describeCommit(lr.rec), age.Round(time.Second), where)
+		f.Action = "fix what its apply fails on (durofs processes log the error; fsck --repair tries it and shows it); every checkpoint retries it"
+	} else {
+		f = r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(lr.rec))
+		f.Action = "fsck --repair (or any durofs process's recovery) applies it"
+	}
 	if r.repair && g != nil {
 		r.fixed(f, r.p.redoPending(ctx, g, key), "applied")
 		return !f.Repaired
@@ -1362,7 +1381,7 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 		return nil // an unreadable lease is reported with its instance
 	}
 	if st := decodeOrchState(cur); st.Pending != nil {
-		lr, err := p.findRecord(st.Pending)
+		lr, err := p.findRecord(src, st.Pending)
 		if err != nil || (lr != nil && recordPublishes(lr.rec, name)) {
 			return nil // committed: the redo publishes it
 		}
@@ -1483,7 +1502,7 @@ func (r *fsckRun) checkUnknownInstances() {
 		f := r.add(FsckUnknownInstance, sev, filepath.Join(r.p.dir, "queues", m0.queue, m0.name+".json"),
 			"message(s) for instance %q, which has no instance.json, no history and no queued start: %s; oldest enqueued %s ago",
 			m0.instance, strings.Join(parts, ", "), ago(r.now, oldest))
-		f.Action = fmt.Sprintf("not repaired by fsck; if the instance is gone for good: durofs delete %s --force", shellQuote(m0.instance))
+		f.Action = fmt.Sprintf("not repaired by fsck; if the instance will never start: durofs drain %s", shellQuote(m0.instance))
 	}
 }
 

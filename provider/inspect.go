@@ -301,7 +301,7 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 	}
 	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
 		if st := decodeOrchState(cur); st.Pending != nil {
-			if lr, err := p.findRecord(st.Pending); err == nil && lr != nil {
+			if lr, err := p.findRecord(key, st.Pending); err == nil && lr != nil {
 				pc := pendingInfo(*lr, key)
 				d.PendingCommit = &pc
 			}
@@ -850,11 +850,11 @@ type DirUsage struct {
 }
 
 // DiskUsage returns the number of files and their total size for each area
-// of the directory: instances, queues/orchestrator, queues/worker, commits,
-// sessions, quarantine.
+// of the directory: instances, queues/orchestrator, queues/worker, wal,
+// unapplied, sessions, quarantine.
 func (p *FSProvider) DiskUsage(ctx context.Context) ([]DirUsage, error) {
 	var out []DirUsage
-	for _, area := range []string{"instances", "queues/orchestrator", "queues/worker", "wal", "sessions", "quarantine"} {
+	for _, area := range []string{"instances", "queues/orchestrator", "queues/worker", "wal", "unapplied", "sessions", "quarantine"} {
 		u := DirUsage{Area: area}
 		err := p.walk(ctx, filepath.Join(p.dir, filepath.FromSlash(area)), func(path string, fi os.FileInfo) error {
 			if !fi.IsDir() {

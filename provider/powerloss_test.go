@@ -653,7 +653,7 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 		// probe of plExercise makes sure it does.)
 		if l, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
 			if m := decodeOrchState(l).Pending; m != nil {
-				lr, err := p.findRecord(m)
+				lr, err := p.findRecord(key, m)
 				ckpt, cerr := p.wal.Checkpoint()
 				if err != nil || cerr != nil || (lr != nil && lr.lsn >= ckpt) {
 					bad("%s: lease still marks logged commit %s pending after recovery (err %v, %v)", inst, m.ID, err, cerr)

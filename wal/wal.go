@@ -342,9 +342,13 @@ func OpenReadOnly(fsys vfs.FS, dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// register creates and locks this process's file in procs/, and removes
-// the files of dead processes (a lock file is removed only by whoever holds
-// its lock, under open.lock, so no live process can be holding it).
+// register locks a file in procs/ as this process's registration, and
+// removes the files of dead processes (a lock file is removed only by
+// whoever holds its lock, under open.lock, so no live process can be
+// holding it). A free file (its process closed or died) is taken over
+// rather than a new one created, so that Open needs no free space or
+// inodes (a full disk must still allow inspecting and draining a
+// directory): only an Open that finds none creates one, durably.
 func (l *Log) register() error {
 	pdir := filepath.Join(l.dir, procsDir)
 	names, err := l.fs.ReadDirNames(pdir)
@@ -362,8 +366,15 @@ func (l *Log) register() error {
 			l.alone = false
 			continue
 		}
+		if l.procLock == nil {
+			l.procLock, l.procPath = u, p
+			continue
+		}
 		_ = l.fs.Remove(p)
 		_ = u.Unlock()
+	}
+	if l.procLock != nil {
+		return nil
 	}
 	l.procPath = filepath.Join(pdir, uuid.NewString()+".lock")
 	u, ok, err := l.fs.TryLock(l.procPath)
@@ -371,6 +382,10 @@ func (l *Log) register() error {
 		return fmt.Errorf("wal: lock %s: ok=%v: %w", l.procPath, ok, err)
 	}
 	l.procLock = u
+	// Durable, so that it is there to take over after a power loss too.
+	if err := l.fs.SyncDir(pdir); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", pdir, err)
+	}
 	return nil
 }
 
@@ -414,8 +429,9 @@ func (l *Log) Close() error {
 	}
 	l.mu.Unlock()
 	if l.procLock != nil {
+		// The file stays, free, for the next Open to take over (register):
+		// removing it here could race with that Open's lock on it.
 		_ = l.procLock.Unlock()
-		_ = l.fs.Remove(l.procPath)
 		l.procLock = nil
 	}
 	return nil

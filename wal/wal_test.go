@@ -315,6 +315,34 @@ func TestAloneAndOpenLock(t *testing.T) {
 	}
 }
 
+// TestOpenCreatesNoFileWhenOneIsFree: a closed (or dead) process's
+// registration file is taken over by the next Open, which then creates no
+// file at all: Open works on a full disk.
+func TestOpenCreatesNoFileWhenOneIsFree(t *testing.T) {
+	mem := vfs.NewStrictMem()
+	a := openT(t, mem, 0)
+	if _, _, err := a.Append([]byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	pdir := filepath.Join(testDir, procsDir)
+	before, _ := mem.ReadDirNames(pdir)
+	c := vfs.Counting(mem)
+	b := openT(t, c, 0)
+	after, _ := mem.ReadDirNames(pdir)
+	if n := c.Files().Creates; n != 0 || fmt.Sprint(before) != fmt.Sprint(after) || len(after) != 1 {
+		t.Errorf("Open created %d file(s), procs/ %v -> %v; want none created, the closed process's file taken over", n, before, after)
+	}
+	if !b.Alone() {
+		t.Error("a closed process's registration counts as alive")
+	}
+	// Taken over: the next process sees it held.
+	b2 := openT(t, mem, 0)
+	if b2.Alone() {
+		t.Error("the process that took over a registration counts as gone")
+	}
+}
+
 func TestDecodeRejects(t *testing.T) {
 	good := encode([]byte(`{"a":1}`))
 	for name, b := range map[string][]byte{

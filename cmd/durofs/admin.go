@@ -142,3 +142,52 @@ func parseTimeArg(s string) (uint64, error) {
 	}
 	return uint64(t.UnixMilli()), nil
 }
+
+// drainResult is the JSON of durofs drain.
+type drainResult struct {
+	Drained   int                      `json:"drained"`
+	Instances int                      `json:"instances"`
+	Messages  []provider.QueuedMessage `json:"messages"`
+}
+
+// drainCmd is "durofs drain".
+func drainCmd(args []string, stdout, stderr io.Writer) int {
+	c := newCLI("durofs drain", "durofs drain [<instance>...] [--older-than D] [--dir D] [--json]", `
+Deletes the messages queued for instances that were never started (listed by
+durofs queues): those of the given instances, or of every such instance. A
+fetch leaves them queued because their start may still come. They are
+deleted in one commit, decided under each instance's lock: an instance whose
+start has been queued since, or that has started, keeps its messages.`, stdout, stderr)
+	olderThan := c.fs.Duration("older-than", 0, "only messages enqueued at least `D` ago (e.g. 1h)")
+	pos, code, ok := c.parse(args, 0, -1)
+	if !ok {
+		return code
+	}
+	if *olderThan < 0 {
+		return c.usageErr("--older-than %v is negative", *olderThan)
+	}
+	p, err := c.openWrite()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer p.Close()
+	ctx, cancel := c.context()
+	defer cancel()
+	msgs, err := p.DrainOrphanMessages(ctx, pos, *olderThan)
+	if err != nil {
+		return c.fail(err)
+	}
+	insts := map[string]bool{}
+	for _, m := range msgs {
+		insts[m.Instance] = true
+	}
+	out := drainResult{Drained: len(msgs), Instances: len(insts), Messages: msgs}
+	if out.Messages == nil {
+		out.Messages = []provider.QueuedMessage{}
+	}
+	if c.json {
+		return c.printJSON(out)
+	}
+	fmt.Fprintf(stdout, "drained %d message(s) of %d instance(s) never started\n", out.Drained, out.Instances)
+	return exitOK
+}

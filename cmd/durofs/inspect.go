@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/durofs/durofs/provider"
@@ -376,9 +377,11 @@ func queuesCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs queues", "durofs queues [--dir D] [--json]",
 		`Shows each queue's depth: messages ready, locked (by an instance lease or a
 work-item claim) and delayed, the age of the oldest ready message, pending
-timers and the next one due, staged messages and claims. The go-workflows
-queues follow: gw-workflow-<q> (pending events of workflow queue q, locked by
-a workflow task) and gw-activity-<q> (activity tasks, locked by a claim).`, stdout, stderr)
+timers and the next one due, staged messages and claims; the go-workflows
+queues: gw-workflow-<q> (pending events of workflow queue q, locked by a
+workflow task) and gw-activity-<q> (activity tasks, locked by a claim); and
+the messages queued for instances that were never started, which stay queued
+until their start arrives or "durofs drain" deletes them.`, stdout, stderr)
 	if _, code, ok := c.parse(args, 0, 0); !ok {
 		return code
 	}
@@ -393,8 +396,12 @@ a workflow task) and gw-activity-<q> (activity tasks, locked by a claim).`, stdo
 	if err != nil {
 		return c.fail(err)
 	}
+	orphans, err := p.OrphanMessages(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
 	if c.json {
-		return c.printJSON(st)
+		return c.printJSON(queuesReport{QueueStats: st, NeverStarted: orphans})
 	}
 	now := time.UnixMilli(st.AtMs)
 	all := append([]provider.QueueStat{st.Orchestrator, st.Worker}, st.Workflow...)
@@ -430,7 +437,52 @@ a workflow task) and gw-activity-<q> (activity tasks, locked by a claim).`, stdo
 		sort.Strings(kinds)
 		fmt.Fprintf(stdout, "%s by kind: %s\n", q.Queue, strings.Join(kinds, ", "))
 	}
+	printNeverStarted(stdout, orphans, now)
 	return exitOK
+}
+
+// queuesReport is the JSON of durofs queues: the queue statistics and the
+// messages for instances never started.
+type queuesReport struct {
+	provider.QueueStats
+	NeverStarted []provider.QueuedMessage `json:"never_started"`
+}
+
+// printNeverStarted lists the messages for instances never started, by
+// instance (at most maxShown instances).
+func printNeverStarted(w io.Writer, msgs []provider.QueuedMessage, now time.Time) {
+	if len(msgs) == 0 {
+		return
+	}
+	type inst struct {
+		id     string
+		n      int
+		oldest int64
+	}
+	var order []*inst
+	by := map[string]*inst{}
+	for _, m := range msgs {
+		in := by[m.Instance]
+		if in == nil {
+			in = &inst{id: m.Instance, oldest: m.EnqueuedAtMs}
+			by[m.Instance] = in
+			order = append(order, in)
+		}
+		in.n++
+		in.oldest = min(in.oldest, m.EnqueuedAtMs)
+	}
+	fmt.Fprintf(w, "\nmessages for instances never started: %d, for %d instance(s) (queued until their start arrives; durofs drain deletes them)\n", len(msgs), len(order))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  INSTANCE\tMESSAGES\tOLDEST")
+	const maxShown = 20
+	for i, in := range order {
+		if i == maxShown {
+			fmt.Fprintf(tw, "  (%d more)\t\t\n", len(order)-maxShown)
+			break
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", short(in.id, 60), in.n, fmtRel(in.oldest, now))
+	}
+	tw.Flush()
 }
 
 // leasesCmd is "durofs leases".
@@ -511,8 +563,11 @@ type statsReport struct {
 	} `json:"queue_depths"`
 	Queues         provider.QueueStats `json:"queues"`
 	PendingCommits int                 `json:"pending_commits"`
-	Disk           []provider.DirUsage `json:"disk"`
-	DiskTotal      provider.DirUsage   `json:"disk_total"`
+	// StuckCommits are committed changes that could not be applied and were
+	// moved out of the log (their instances are not served; see fsck).
+	StuckCommits []provider.StuckCommit `json:"stuck_commits"`
+	Disk         []provider.DirUsage    `json:"disk"`
+	DiskTotal    provider.DirUsage      `json:"disk_total"`
 }
 
 // statsCmd is "durofs stats".
@@ -551,6 +606,9 @@ area of the directory.`, stdout, stderr)
 		return c.fail(err)
 	}
 	r.PendingCommits = len(pcs)
+	if r.StuckCommits, err = p.StuckCommits(ctx); err != nil {
+		return c.fail(err)
+	}
 	if r.Disk, err = p.DiskUsage(ctx); err != nil {
 		return c.fail(err)
 	}
@@ -570,6 +628,13 @@ area of the directory.`, stdout, stderr)
 	fmt.Fprintf(tw, "queue depths\torchestrator %d, worker %d (unlocked messages)\n", r.QueueDepths.Orchestrator, r.QueueDepths.Worker)
 	fmt.Fprintf(tw, "timers pending\t%d\n", r.Queues.Orchestrator.Timers)
 	fmt.Fprintf(tw, "pending commits\t%d\n", r.PendingCommits)
+	if len(r.StuckCommits) > 0 {
+		var insts []string
+		for _, sc := range r.StuckCommits {
+			insts = append(insts, sc.Instance)
+		}
+		fmt.Fprintf(tw, "stuck commits\t%d, instances not served until applied (durofs fsck): %s\n", len(r.StuckCommits), short(strings.Join(insts, ", "), 200))
+	}
 	tw.Flush()
 	fmt.Fprintln(stdout, "\ndisk usage:")
 	tw = c.table()

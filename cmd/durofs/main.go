@@ -13,6 +13,7 @@
 //	leases   leases, claims, sessions    stats    metrics and disk usage
 //	fsck     check (and --repair) a directory
 //	delete   delete an instance tree     prune    delete old executions
+//	drain    delete messages for instances never started
 //
 // The operator commands take --dir (default $DUROFS_DIR) and --json. Run
 // "durofs <command> -h" for a command's flags. Exit status: 0 on success,
@@ -64,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return deleteCmd(args[1:], stdout, stderr)
 	case "prune":
 		return pruneCmd(args[1:], stdout, stderr)
+	case "drain":
+		return drainCmd(args[1:], stdout, stderr)
 	case "worker":
 		// Hidden: the worker process the demo starts.
 		return workerCmd(args[1:], stdout, stderr)
@@ -108,6 +111,8 @@ Maintaining it:
 	delete   delete an instance and its sub-orchestrations [--force]
 	prune    delete old executions of an instance or --all
 	         [--keep-last N] [--completed-before T]
+	drain    delete the messages queued for instances never started
+	         [<instance>...] [--older-than D]
 
 The inspection and maintenance commands take --dir (default $DUROFS_DIR)
 and --json (machine-readable output). Run "durofs <command> -h" for a

@@ -360,6 +360,39 @@ func TestAdminCommands(t *testing.T) {
 	r = mustRun(t, bin, 0, "delete", "ghost", "--dir", dir)
 	mustContain(t, "delete ghost", r.stdout, "1 queued message(s)")
 	mustRun(t, bin, 0, "fsck", "--dir", dir)
+
+	// Messages for instances never started: listed by queues, drained by
+	// drain (the given instances', or all).
+	p, err = provider.Open(dir, provider.Options{SweepInterval: -1})
+	must(t, err)
+	for _, inst := range []string{"ghost-a", "ghost-a", "ghost-b"} {
+		must(t, p.EnqueueForOrchestrator(context.Background(), provider.ExternalRaised{Instance: inst, Name: "x", Data: "1"}, 0))
+	}
+	p.Close()
+	r = mustRun(t, bin, 0, "queues", "--dir", dir)
+	mustContain(t, "queues", r.stdout, "messages for instances never started: 3, for 2 instance(s)", "ghost-a", "ghost-b", "durofs drain")
+	var qr queuesReport
+	r = mustRun(t, bin, 0, "queues", "--dir", dir, "--json")
+	must(t, json.Unmarshal([]byte(r.stdout), &qr))
+	if len(qr.NeverStarted) != 3 || qr.Orchestrator.Messages == 0 {
+		t.Errorf("queues --json: %+v", qr)
+	}
+	mustRun(t, bin, 2, "drain", "--older-than", "-1s", "--dir", dir)
+	r = mustRun(t, bin, 0, "drain", "--older-than", "1h", "--dir", dir)
+	mustContain(t, "drain --older-than 1h", r.stdout, "drained 0 message(s)")
+	r = mustRun(t, bin, 0, "drain", "ghost-a", "--dir", dir)
+	mustContain(t, "drain ghost-a", r.stdout, "drained 2 message(s) of 1 instance(s)")
+	var dj drainResult
+	r = mustRun(t, bin, 0, "drain", "--dir", dir, "--json")
+	must(t, json.Unmarshal([]byte(r.stdout), &dj))
+	if dj.Drained != 1 || dj.Instances != 1 || len(dj.Messages) != 1 || dj.Messages[0].Instance != "ghost-b" {
+		t.Errorf("drain --json: %+v", dj)
+	}
+	r = mustRun(t, bin, 0, "queues", "--dir", dir)
+	if strings.Contains(r.stdout, "never started") {
+		t.Errorf("queues after the drain:\n%s", r.stdout)
+	}
+	mustRun(t, bin, 0, "fsck", "--dir", dir)
 }
 
 func TestOperatorUsageErrors(t *testing.T) {

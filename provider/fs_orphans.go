@@ -1,0 +1,195 @@
+package provider
+
+// Messages for instances that were never started.
+//
+// A fetch leaves queued a message for an instance that has no instance.json,
+// no execution, no pending commit and no start (StartOrchestration or
+// ContinueAsNew) among its queued messages - an event raised for a wrong id,
+// a completion racing ahead of its start - because its start may still come;
+// only QueueMessage items are deleted by the fetch (contract test 50).
+// Nothing else removes them, so OrphanMessages lists them (durofs queues)
+// and an operator drains them: DrainOrphanMessages (durofs drain) is a
+// commit like any other, one log record - a deletion (fs_admin.go) whose
+// members are those instances and whose messages are their queued ones -
+// decided and applied under the instances' flocks.
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
+)
+
+// startKind reports whether an orchestrator message of kind starts its
+// instance.
+func startKind(kind string) bool { return kind == "StartOrchestration" || kind == "ContinueAsNew" }
+
+// orphanCandidates groups the orchestrator queue's messages by instance key
+// and keeps the keys without a queued start.
+func (p *FSProvider) orphanCandidates() (map[string][]fsqueue.Entry, error) {
+	entries, err := p.orchQ.List()
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string][]fsqueue.Entry{}
+	started := map[string]bool{}
+	for _, e := range entries {
+		key := e.Attrs[attrKey]
+		if key == "" {
+			continue
+		}
+		if startKind(e.Attrs[attrKind]) {
+			started[key] = true
+		}
+		byKey[key] = append(byKey[key], e)
+	}
+	for k := range started {
+		delete(byKey, k)
+	}
+	return byKey, nil
+}
+
+// neverStarted reports whether instance key has no instance.json, no
+// execution and no commit marked pending (its first ack in flight).
+func (p *FSProvider) neverStarted(ctx context.Context, key string) (bool, error) {
+	if _, err := p.fs.Lstat(p.instFilePath(key)); err == nil {
+		return false, nil
+	} else if !vfs.IsNotExist(err) {
+		return false, err
+	}
+	if ids, err := p.listExecutions(key); err != nil || len(ids) > 0 {
+		return false, err
+	}
+	cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
+	if err == nil && decodeOrchState(cur).Pending != nil {
+		return false, nil
+	}
+	return true, nil
+}
+
+// OrphanMessages lists the orchestrator messages queued for instances that
+// were never started (see fs_orphans.go), oldest first. A fetch leaves them
+// queued until their start arrives; DrainOrphanMessages deletes them.
+func (p *FSProvider) OrphanMessages(ctx context.Context) ([]QueuedMessage, error) {
+	const op = "orphan_messages"
+	cands, err := p.orphanCandidates()
+	if err != nil {
+		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
+	}
+	var out []QueuedMessage
+	for key, entries := range cands {
+		if err := ctx.Err(); err != nil {
+			return nil, Retryablef(op, err, "%v", err)
+		}
+		ok, err := p.neverStarted(ctx, key)
+		if err != nil {
+			return nil, Retryablef(op, err, "%v", err)
+		}
+		if !ok {
+			continue
+		}
+		for _, e := range entries {
+			out = append(out, queuedMessage("orchestrator", e))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// DrainOrphanMessages deletes the messages OrphanMessages lists that were
+// enqueued at least minAge ago, for the given instances (every instance if
+// none is given). It decides under the instances' flocks - a start queued
+// since, or a first ack, keeps an instance's messages - and commits one log
+// record for them all (all are deleted, or none). It returns the messages
+// deleted.
+func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string, minAge time.Duration) ([]QueuedMessage, error) {
+	const op = "drain_orphan_messages"
+	if err := checkInstanceIDs(op, instances...); err != nil {
+		return nil, err
+	}
+	cands, err := p.orphanCandidates()
+	if err != nil {
+		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
+	}
+	if len(instances) > 0 {
+		want := map[string]bool{}
+		for _, id := range instances {
+			want[instanceKey(id)] = true
+		}
+		for k := range cands {
+			if !want[k] {
+				delete(cands, k)
+			}
+		}
+	}
+	keys := make([]string, 0, len(cands))
+	for k := range cands {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // a global order, as deletions take them
+	guards := map[string]*lease.Guard{}
+	defer func() {
+		for _, g := range guards {
+			g.Unlock()
+		}
+	}()
+	cutoff := p.nowMs() - minAge.Milliseconds()
+	rec := &commitRecord{Kind: kindDelete, CommittedMs: p.nowMs()}
+	var gs []*lease.Guard
+	var drained []QueuedMessage
+	for _, k := range keys {
+		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		if err != nil {
+			return nil, Retryablef(op, err, "lock %s: %v", instanceIDOf(k), err)
+		}
+		guards[k] = g
+		if err := p.redoPending(ctx, g, k); err != nil {
+			return nil, Retryablef(op, err, "recover pending commit of %s: %v", instanceIDOf(k), err)
+		}
+		// Under the flock: still never started, and still no start?
+		ok, err := p.neverStarted(ctx, k)
+		if err != nil {
+			return nil, Retryablef(op, err, "%v", err)
+		}
+		entries, err := p.orchQ.ListAttr(k)
+		if err != nil {
+			return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
+		}
+		m := deleteMember{Key: k, Instance: instanceIDOf(k)}
+		for _, e := range entries {
+			if startKind(e.Attrs[attrKind]) {
+				ok = false
+			}
+		}
+		for _, e := range entries {
+			if ok && e.EnqueuedAtMs <= cutoff {
+				m.Delete = append(m.Delete, queueRef{Queue: "orchestrator", Name: e.Name})
+				m.Instance = e.Attrs[attrInstance]
+				drained = append(drained, queuedMessage("orchestrator", e))
+			}
+		}
+		if len(m.Delete) > 0 {
+			rec.Members = append(rec.Members, m)
+			gs = append(gs, g)
+		}
+	}
+	if len(rec.Members) == 0 {
+		return nil, nil
+	}
+	if err := p.commitLocked(gs, rec); err != nil {
+		return nil, Retryablef(op, err, "commit drain: %v", err)
+	}
+	afterCommitPoint("drain")
+	for _, m := range rec.Members {
+		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
+			p.applyDeferredTo(ctx, "drain", m.Key, m.Instance, rec, err)
+			break
+		}
+	}
+	sort.Slice(drained, func(i, j int) bool { return drained[i].Name < drained[j].Name })
+	p.log.Info("durofs: drained messages of instances never started", "messages", len(drained), "instances", len(rec.Members))
+	return drained, nil
+}
