@@ -26,7 +26,9 @@ import (
 //     two deleters cannot deadlock), validates, and commits ONE record (kind
 //     "delete") naming every member and its queue messages, marked in every
 //     member's lease. Applying a member's part removes its queue messages
-//     (worker items included, locked or not), instance.json and executions,
+//     (worker items included, locked or not; for a go-workflows instance
+//     its pending events and activity tasks, fs_gw_admin.go), instance.json
+//     and executions,
 //     and resets its lease (so old tokens fail). Whoever next holds a
 //     member's flock finishes its part if the mark is still there. The lock
 //     file is never deleted (it may be held or awaited).
@@ -444,6 +446,10 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 			msgs = append(msgs, queueRef{Queue: "worker", Name: e.Name})
 		}
 	}
+	gwMsgs, err := p.gwDeletionRefs(ctx, keyOf)
+	if err != nil {
+		return res, Retryablef(op, err, "%v", err)
+	}
 	for _, f := range files {
 		if f.Record != nil {
 			res.InstancesDeleted++
@@ -452,7 +458,10 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		res.EventsDeleted += f.TotalEvents
 	}
 	res.QueueMessagesDeleted = uint64(len(msgs))
-	if len(files) == 0 && len(msgs) == 0 {
+	for _, refs := range gwMsgs {
+		res.QueueMessagesDeleted += uint64(len(refs))
+	}
+	if len(files) == 0 && res.QueueMessagesDeleted == 0 {
 		return res, nil
 	}
 
@@ -461,7 +470,8 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	rec := &commitRecord{Kind: kindDelete, CommittedMs: p.nowMs()}
 	gs := make([]*lease.Guard, 0, len(keys))
 	for _, k := range keys {
-		rec.Members = append(rec.Members, deleteMember{Key: k, Instance: keyOf[k], Delete: refsFor(msgs, k, orch, work)})
+		refs := append(refsFor(msgs, k, orch, work), gwMsgs[k]...)
+		rec.Members = append(rec.Members, deleteMember{Key: k, Instance: keyOf[k], Delete: refs})
 		gs = append(gs, guards[k])
 	}
 	failpoint.Hit("delete.before_commit")

@@ -559,12 +559,15 @@ func (p *FSProvider) publish(refs []queueRef, replay bool) error {
 }
 
 // deleteRefs deletes queue messages (and a worker item's claim, under the
-// item's lock). ENOENT means done.
+// item's lock; messages of workflow queues as gwDelete does). ENOENT means
+// done.
 func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
 		q := p.queue(r.Queue)
 		var err error
-		if r.Queue == "worker" {
+		if _, _, gw := gwQueueName(r.Queue); gw {
+			err = p.gwDeleteOne(ctx, r)
+		} else if r.Queue == "worker" {
 			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
 		} else {
 			err = q.Delete(r.Name)

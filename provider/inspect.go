@@ -187,8 +187,11 @@ type PendingCommitInfo struct {
 	LSN string `json:"lsn"`
 	ID  string `json:"id"`
 	Key string `json:"key"`
-	// Kind is "ack" (also appends), "prune", "delete" or "work_ack".
+	// Kind is "ack" (also appends), "prune", "delete", "work_ack", or for
+	// go-workflows "gw" (Op says which operation) or "gw_act" (an activity
+	// task's completion).
 	Kind          string `json:"kind"`
+	Op            string `json:"op,omitempty"`
 	Instance      string `json:"instance,omitempty"`
 	ExecutionID   uint64 `json:"execution_id,omitempty"`
 	Fence         uint64 `json:"fence,omitempty"`
@@ -196,7 +199,7 @@ type PendingCommitInfo struct {
 	Events        int    `json:"events"`
 	Publish       int    `json:"publish"`
 	Delete        int    `json:"delete"`
-	// Keys are the instances of a deletion.
+	// Keys are the instances of a deletion or of a "gw" record.
 	Keys []string `json:"keys,omitempty"`
 }
 
@@ -236,8 +239,11 @@ type InstanceDetail struct {
 	// PendingCommit is the instance's commit record, if one is pending.
 	PendingCommit *PendingCommitInfo `json:"pending_commit,omitempty"`
 	// Messages are the queued orchestrator messages and worker items of
-	// the instance.
+	// the instance, and its go-workflows pending events and activity tasks.
 	Messages []QueuedMessage `json:"messages"`
+	// Workflow are the go-workflows executions of the instance (from
+	// instance.json; nil for an orchestration instance).
+	Workflow []WorkflowExecutionSummary `json:"workflow_executions,omitempty"`
 	// Problem says why instance.json could not be read (the other fields
 	// are still filled in).
 	Problem string `json:"problem,omitempty"`
@@ -313,6 +319,14 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 			d.Messages = append(d.Messages, queuedMessage(q.name, e))
 		}
 	}
+	gw, err := p.gwInstanceMessages(key)
+	if err != nil {
+		return d, Retryablef(op, err, "list go-workflows queues: %v", err)
+	}
+	d.Messages = append(d.Messages, gw...)
+	if d.Workflow, err = p.gwExecutionSummaries(key); err != nil {
+		d.Problem = strings.TrimPrefix(d.Problem+"; "+err.Error(), "; ")
+	}
 	return d, nil
 }
 
@@ -362,6 +376,8 @@ func pendingInfo(lr loggedRecord, key string) PendingCommitInfo {
 			pc.Keys = append(pc.Keys, m.Key)
 			pc.Delete += len(m.Delete)
 		}
+	case kindGW, kindGWAct:
+		gwPendingInfo(&pc, rec, key)
 	}
 	return pc
 }
@@ -377,8 +393,14 @@ func (p *FSProvider) PendingCommits(ctx context.Context) ([]PendingCommitInfo, e
 	}
 	var out []PendingCommitInfo
 	for _, lr := range recs {
-		if lr.rec.Kind == kindWorkAck {
-			if c, ok, err := p.workQ.PeekClaim(lr.rec.Item); err == nil && ok && workMark(c) == lr.rec.CommitID {
+		if lr.rec.Kind == kindWorkAck || lr.rec.Kind == kindGWAct {
+			q := p.workQ
+			if lr.rec.Kind == kindGWAct {
+				if q = p.gwActQueueOf(lr.rec); q == nil {
+					continue
+				}
+			}
+			if c, ok, err := q.PeekClaim(lr.rec.Item); err == nil && ok && workMark(c) == lr.rec.CommitID {
 				out = append(out, pendingInfo(lr, lr.rec.Item))
 			}
 			continue
@@ -571,18 +593,21 @@ func (p *FSProvider) Leases(ctx context.Context) ([]LeaseInfo, error) {
 
 // QueueStat describes one queue at one instant.
 type QueueStat struct {
-	// Queue is "orchestrator" or "worker".
+	// Queue is "orchestrator", "worker", or the directory name of a
+	// go-workflows queue ("gw-workflow-<q>", "gw-activity-<q>").
 	Queue string `json:"queue"`
 	// Messages counts published message files.
 	Messages int `json:"messages"`
 	// Ready counts messages that are visible and not locked.
 	Ready int `json:"ready"`
 	// Locked counts messages in the batch of a live instance lease
-	// (orchestrator) or under a live claim (worker).
+	// (orchestrator, gw-workflow-*) or under a live claim (worker,
+	// gw-activity-*).
 	Locked int `json:"locked"`
 	// Delayed counts messages not yet visible (timers included).
 	Delayed int `json:"delayed"`
-	// Timers counts TimerFired messages not yet due; NextTimerAtMs is the
+	// Timers counts timers not yet due (TimerFired messages, go-workflows
+	// future events); NextTimerAtMs is the
 	// earliest one's due time (0: none).
 	Timers        int   `json:"timers"`
 	NextTimerAtMs int64 `json:"next_timer_at_ms,omitempty"`
@@ -591,39 +616,63 @@ type QueueStat struct {
 	OldestReadyEnqueuedAtMs int64 `json:"oldest_ready_enqueued_at_ms,omitempty"`
 	// Staged counts staged (written, unpublished) messages.
 	Staged int `json:"staged"`
-	// Claims counts claim files; Acked those of acked work items whose
-	// cleanup is pending.
+	// Claims counts claim files; Acked those of acked work items (or
+	// completed activity tasks) whose cleanup is pending.
 	Claims int `json:"claims"`
 	Acked  int `json:"acked"`
 	// Kinds counts messages per work item kind.
 	Kinds map[string]int `json:"kinds"`
 }
 
-// QueueStats describes both queues.
+// QueueStats describes both queues, and the go-workflows queues.
 type QueueStats struct {
 	// AtMs is when the snapshot was taken (ms since the Unix epoch).
 	AtMs         int64     `json:"at_ms"`
 	Orchestrator QueueStat `json:"orchestrator"`
 	Worker       QueueStat `json:"worker"`
+	// Workflow are the go-workflows queues (queues/gw-*, fs_gw.go), by
+	// directory name: "gw-workflow-<q>" holds the pending events of the
+	// executions of workflow queue q (Locked: in the batch of a live
+	// workflow task; Timers: future events), "gw-activity-<q>" the activity
+	// tasks of queue q (Locked: under a live claim; Acked: a completion
+	// committed and not yet applied). Kinds count event types, and
+	// "ActivityTask".
+	Workflow []QueueStat `json:"workflow,omitempty"`
 }
 
-// QueueStats counts the messages of both queues by state: ready, locked,
-// delayed (with timers separately), staged, and worker claims.
+// QueueStats counts the messages of both queues and of the go-workflows
+// queues by state: ready, locked, delayed (with timers separately), staged,
+// and claims.
 func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 	nowMs := p.nowMs()
 	st := QueueStats{AtMs: nowMs,
 		Orchestrator: QueueStat{Queue: "orchestrator", Kinds: map[string]int{}},
 		Worker:       QueueStat{Queue: "worker", Kinds: map[string]int{}}}
-
-	o := &st.Orchestrator
-	entries, err := p.orchQ.List()
+	err := p.leasedQueueStat(ctx, p.orchQ, &st.Orchestrator, nowMs,
+		func(e fsqueue.Entry) string { return e.Attrs[attrKind] },
+		func(e fsqueue.Entry) bool { return e.Attrs[attrKind] == "TimerFired" })
 	if err != nil {
-		return st, fmt.Errorf("durofs: list orchestrator queue: %w", err)
+		return st, err
+	}
+	if err := p.claimedQueueStat(p.workQ, &st.Worker, nowMs, "ActivityExecute"); err != nil {
+		return st, err
+	}
+	st.Workflow, err = p.gwQueueStats(ctx, nowMs)
+	return st, err
+}
+
+// leasedQueueStat counts the messages of a queue whose messages an instance
+// lease locks (in its batch): the orchestrator queue, a go-workflows
+// workflow queue.
+func (p *FSProvider) leasedQueueStat(ctx context.Context, q *fsqueue.Queue, o *QueueStat, nowMs int64, kindOf func(fsqueue.Entry) string, isTimer func(fsqueue.Entry) bool) error {
+	entries, err := q.List()
+	if err != nil {
+		return fmt.Errorf("durofs: list %s queue: %w", o.Queue, err)
 	}
 	states := map[string]orchState{} // key → queue state of a live lease (nil batch: none)
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
-			return st, err
+			return err
 		}
 		key := e.Attrs[attrKey]
 		ost, seen := states[key]
@@ -637,15 +686,14 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			states[key] = ost
 		}
 		o.Messages++
-		kind := e.Attrs[attrKind]
-		o.Kinds[kind]++
+		o.Kinds[kindOf(e)]++
 		vis := max(e.VisibleAtMs, ost.Delayed[e.Name])
 		switch {
 		case slices.Contains(ost.Batch, e.Name):
 			o.Locked++
 		case vis > nowMs:
 			o.Delayed++
-			if kind == "TimerFired" {
+			if isTimer(e) {
 				o.Timers++
 				if o.NextTimerAtMs == 0 || vis < o.NextTimerAtMs {
 					o.NextTimerAtMs = vis
@@ -658,20 +706,25 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			}
 		}
 	}
-	if staged, err := p.orchQ.Staged(); err == nil {
-		o.Staged = len(staged)
-	} else {
-		return st, fmt.Errorf("durofs: %w", err)
-	}
-
-	w := &st.Worker
-	claims := map[string]fsqueue.Claim{}
-	names, err := p.workQ.Claims()
+	staged, err := q.Staged()
 	if err != nil {
-		return st, fmt.Errorf("durofs: %w", err)
+		return fmt.Errorf("durofs: %w", err)
+	}
+	o.Staged = len(staged)
+	return nil
+}
+
+// claimedQueueStat counts the messages of a queue whose messages claims
+// lock (peek-lock): the worker queue, a go-workflows activity queue. Every
+// message is of kind kind.
+func (p *FSProvider) claimedQueueStat(q *fsqueue.Queue, w *QueueStat, nowMs int64, kind string) error {
+	claims := map[string]fsqueue.Claim{}
+	names, err := q.Claims()
+	if err != nil {
+		return fmt.Errorf("durofs: %w", err)
 	}
 	for _, n := range names {
-		data, err := p.fs.ReadFile(filepath.Join(p.workQ.Dir(), "claims", n+".json"))
+		data, err := p.fs.ReadFile(filepath.Join(q.Dir(), "claims", n+".json"))
 		if err != nil {
 			continue
 		}
@@ -684,13 +737,13 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			}
 		}
 	}
-	wentries, err := p.workQ.List()
+	wentries, err := q.List()
 	if err != nil {
-		return st, fmt.Errorf("durofs: list worker queue: %w", err)
+		return fmt.Errorf("durofs: list %s queue: %w", w.Queue, err)
 	}
 	for _, e := range wentries {
 		w.Messages++
-		w.Kinds["ActivityExecute"]++
+		w.Kinds[kind]++
 		c, hasClaim := claims[e.Name]
 		vis := e.VisibleAtMs
 		if hasClaim && c.VisibleAtMs != 0 {
@@ -708,12 +761,12 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			}
 		}
 	}
-	if staged, err := p.workQ.Staged(); err == nil {
-		w.Staged = len(staged)
-	} else {
-		return st, fmt.Errorf("durofs: %w", err)
+	staged, err := q.Staged()
+	if err != nil {
+		return fmt.Errorf("durofs: %w", err)
 	}
-	return st, nil
+	w.Staged = len(staged)
+	return nil
 }
 
 // HistoryRecord is one record of a history file.

@@ -87,7 +87,9 @@ custom status, parent and children, lease, pending commit and queued messages.`,
 	case !d.HasInstanceFile:
 		row("instance.json", "none (never acked, or deleted)")
 	default:
-		if d.HasRecord {
+		if d.HasRecord && len(d.Workflow) > 0 {
+			row("workflow", "%s (go-workflows)", d.Name)
+		} else if d.HasRecord {
 			row("orchestration", "%s, version %s", d.Name, d.Version)
 		} else {
 			row("orchestration", "- (no instance record)")
@@ -140,6 +142,24 @@ custom status, parent and children, lease, pending commit and queued messages.`,
 	}
 	tw.Flush()
 
+	if len(d.Workflow) > 0 {
+		fmt.Fprintln(stdout, "\ngo-workflows executions:")
+		tw = c.table()
+		fmt.Fprintln(tw, "  EXEC\tEXECUTION ID\tWORKFLOW\tQUEUE\tSTATE\tEVENTS\tLAST SEQ\tPARENT")
+		for _, w := range d.Workflow {
+			state := w.State
+			if w.Failed {
+				state += " (failed)"
+			}
+			parent := "-"
+			if w.Parent != nil {
+				parent = fmt.Sprintf("%s/%s event %d", w.Parent.InstanceID, w.Parent.ExecutionID, w.Parent.EventID)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", w.Number, w.ExecutionID, orDash(w.Name), w.Queue, state, w.Events, w.LastSequenceID, parent)
+		}
+		tw.Flush()
+	}
+
 	fmt.Fprintf(stdout, "\nqueued messages: %d\n", len(d.Messages))
 	if len(d.Messages) > 0 {
 		tw = c.table()
@@ -183,6 +203,11 @@ func describeCommit(pc provider.PendingCommitInfo) string {
 		return fmt.Sprintf("deletion of %d instance(s) (log record %s at %s)", len(pc.Keys), pc.ID, pc.LSN)
 	case "work_ack":
 		return fmt.Sprintf("ack of work item %s: %d completion(s) to publish (log record %s at %s)", pc.Key, pc.Publish, pc.ID, pc.LSN)
+	case "gw":
+		return fmt.Sprintf("go-workflows %s of %d instance(s), committed %s: %d event(s) to append, %d message(s) to publish, %d to delete (log record %s at %s)",
+			pc.Op, len(pc.Keys), fmtTime(pc.CommittedAtMs), pc.Events, pc.Publish, pc.Delete, pc.ID, pc.LSN)
+	case "gw_act":
+		return fmt.Sprintf("completion of go-workflows activity task %s: %d result(s) to publish (log record %s at %s)", pc.Key, pc.Publish, pc.ID, pc.LSN)
 	}
 	return fmt.Sprintf("%s of execution %d, fence %d, committed %s: %d event(s), %d message(s) to publish, %d to delete (log record %s at %s)",
 		pc.Kind, pc.ExecutionID, pc.Fence, fmtTime(pc.CommittedAtMs), pc.Events, pc.Publish, pc.Delete, pc.ID, pc.LSN)
@@ -352,9 +377,11 @@ func queuesCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs queues", "durofs queues [--dir D] [--json]",
 		`Shows each queue's depth: messages ready, locked (by an instance lease or a
 work-item claim) and delayed, the age of the oldest ready message, pending
-timers and the next one due, staged messages and claims; and the messages
-queued for instances that were never started, which stay queued until their
-start arrives or "durofs drain" deletes them.`, stdout, stderr)
+timers and the next one due, staged messages and claims; the go-workflows
+queues: gw-workflow-<q> (pending events of workflow queue q, locked by a
+workflow task) and gw-activity-<q> (activity tasks, locked by a claim); and
+the messages queued for instances that were never started, which stay queued
+until their start arrives or "durofs drain" deletes them.`, stdout, stderr)
 	if _, code, ok := c.parse(args, 0, 0); !ok {
 		return code
 	}
@@ -377,9 +404,10 @@ start arrives or "durofs drain" deletes them.`, stdout, stderr)
 		return c.printJSON(queuesReport{QueueStats: st, NeverStarted: orphans})
 	}
 	now := time.UnixMilli(st.AtMs)
+	all := append([]provider.QueueStat{st.Orchestrator, st.Worker}, st.Workflow...)
 	tw := c.table()
 	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tLOCKED\tDELAYED\tOLDEST READY\tTIMERS\tNEXT TIMER\tSTAGED\tCLAIMS")
-	for _, q := range []provider.QueueStat{st.Orchestrator, st.Worker} {
+	for _, q := range all {
 		oldest := "-"
 		if q.OldestReadyEnqueuedAtMs != 0 {
 			oldest = roundDur(now.Sub(time.UnixMilli(q.OldestReadyEnqueuedAtMs))).String()
@@ -389,7 +417,7 @@ start arrives or "durofs drain" deletes them.`, stdout, stderr)
 			next = fmtTime(q.NextTimerAtMs) + " (" + fmtRel(q.NextTimerAtMs, now) + ")"
 		}
 		claims := "-"
-		if q.Queue == "worker" {
+		if q.Queue == "worker" || strings.HasPrefix(q.Queue, "gw-activity-") {
 			claims = strconv.Itoa(q.Claims)
 			if q.Acked > 0 {
 				claims += fmt.Sprintf(" (%d acked)", q.Acked)
@@ -398,7 +426,7 @@ start arrives or "durofs drain" deletes them.`, stdout, stderr)
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%s\n", q.Queue, q.Messages, q.Ready, q.Locked, q.Delayed, oldest, q.Timers, next, q.Staged, claims)
 	}
 	tw.Flush()
-	for _, q := range []provider.QueueStat{st.Orchestrator, st.Worker} {
+	for _, q := range all {
 		if len(q.Kinds) == 0 {
 			continue
 		}
