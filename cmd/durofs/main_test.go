@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,15 +56,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		cmd := exec.CommandContext(ctx, bin, args...)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			code = ee.ExitCode()
-		default:
-			t.Fatalf("durofs %v: %v", args, err)
-		}
+		code = exitCode(t, cmd.Run(), args)
 		return out.String(), errb.String(), code
 	}
 	check := func(run int, out, stderr string, code int) {

@@ -39,16 +39,22 @@ func runCLI(t *testing.T, bin string, env []string, args ...string) cliResult {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	res := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: exitCode(t, err, args)}
+}
+
+// exitCode is the exit status of a command that ran with error err; it
+// fails the test if the command could not run.
+func exitCode(t *testing.T, err error, args []string) int {
+	t.Helper()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
+		return 0
 	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	default:
-		t.Fatalf("durofs %v: %v", args, err)
+		return ee.ExitCode()
 	}
-	return res
+	t.Fatalf("durofs %v: %v", args, err)
+	return -1
 }
 
 // mustRun runs the binary and requires exit code want.
