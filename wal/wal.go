@@ -42,8 +42,8 @@
 // began after the frame was written returned, and the poison check after it
 // passed, so every byte before an acknowledged frame - frames of every
 // process - is durable too, except the fragments of writes cut short by a
-// kill -9 (pitfall 2 of filesystem-notes.md: a write is torn only at page
-// boundaries). Scan skips such fragments by looking for the next 0xFF and
+// kill -9 (which can cut a write short, at a page boundary: the kernel copies
+// a write into the page cache page by page). Scan skips such fragments by looking for the next 0xFF and
 // checking both CRCs, so a torn frame in the middle of the log costs nothing
 // but its own loss, and a frame after it is found.
 //
