@@ -2,13 +2,16 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints stalltest powerloss bench bench-quick clean
+.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints gwchaos stalltest powerloss bench bench-gw bench-quick clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts. The bench module (its own go.mod)
 ## is tested too: its harness test runs every benchmark once at a tiny size.
 ## So is the goworkflows module (its own go.mod): go-workflows' backend and
-## end-to-end suites in both durability modes, and the multi-process test.
+## end-to-end suites in both durability modes, the multi-process test, the
+## durofs CLI on a go-workflows directory, and the diagnostics UI in a
+## headless Chromium (apt-get install chromium; skipped without it unless CI
+## is set).
 test: vet crossbuild
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
@@ -53,19 +56,31 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz '^FuzzLeaseFile$$' -fuzztime 80000x ./lease/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
-## SIGSTOP zombie rounds), then every invariant of design.md §6; exits
-## non-zero on any violation.
+## SIGSTOP zombie rounds), then every invariant of docs/design.md §6; then the
+## go-workflows chaos run (3 go-workflows worker processes, 100 SIGKILLs,
+## 100 workflows: every result exact, every history well formed, every
+## activity run at least once, counted); exits non-zero on any violation.
 crashtest:
 	$(GO) run ./scripts/crashtest/chaos --duration 60s --kills 400 --zombies 3
+	@$(MAKE) --no-print-directory gwchaos
+
+## gwchaos: the go-workflows chaos run alone (goworkflows/chaos_test.go);
+## GW_CHAOS_KILLS sets the number of SIGKILLs.
+GW_CHAOS_KILLS ?= 100
+gwchaos:
+	@cd goworkflows && out=$$(DUROFS_GW_CHAOS_KILLS=$(GW_CHAOS_KILLS) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout 20m . 2>&1); status=$$?; \
+	echo "$$out" | grep -E 'chaos_test|^(---|ok|FAIL|panic)'; exit $$status
 
 ## crashtest-long: >= 5,000 kills (about 20 minutes).
 crashtest-long:
 	$(GO) run ./scripts/crashtest/chaos --duration 15m --kills 5000 --zombies 20
 
 ## crashpoints: SIGKILL a process at every named failpoint of the commit,
-## redo, replay, checkpoint, lease and enqueue paths (built with -tags
-## crashtest), in both durability modes; recover alone (replay) and beside a
-## live process (no replay), check, finish the script, check again.
+## redo, replay, checkpoint, lease and enqueue paths and of the go-workflows
+## engine (built with -tags crashtest; two scripts: the duroxide contract and
+## the go-workflows engine operations), in both durability modes; recover
+## alone (replay) and beside a live process (no replay), check, finish the
+## script, check again.
 crashpoints:
 	$(GO) test -count=1 -v -run TestCrashPointSweep ./scripts/crashtest/ | grep -Ev '^=== (RUN|PAUSE|CONT)'
 
@@ -93,20 +108,29 @@ powerloss:
 ## bench: the benchmark harness (see BENCHMARKS.md): durable turn throughput
 ## at 1, 2 and 4 processes vs the SQLite reference, exact fsyncs per ack,
 ## fetch latency at 100 / 10k / 100k queued messages, restart after kill -9
-## with 10k instances, peak RSS; targets of design.md §7 marked PASS/MISS.
+## with 10k instances, peak RSS; targets of docs/design.md §7 marked PASS/MISS.
 ## Data goes to bench/.data (or $$DUROBENCH_DIR), which must be on a disk.
 ## The report is printed and written to bench/bench-report.md.
 BENCH_ARGS ?=
 bench:
 	cd bench && $(GO) run ./cmd/durobench -out bench-report.md $(BENCH_ARGS)
 
+## bench-gw: go-workflows workflows/s on the durofs backend vs go-workflows'
+## own SQLite backend (bench/gwbench): its bench tool's tree and a chain of
+## activities, at 1 process and at 4 worker processes on one store; goals
+## >= 1.0x and >= 1.5x. GW_BENCH_ARGS: see go run ./cmd/gwbench -h.
+GW_BENCH_ARGS ?=
+bench-gw:
+	cd bench && $(GO) run ./cmd/gwbench $(GW_BENCH_ARGS)
+
 ## bench-quick: the harness at tiny sizes (checks it runs; figures mean nothing).
 bench-quick:
 	cd bench && $(GO) run ./cmd/durobench -quick -runs 1 $(BENCH_ARGS)
 
-## demo: the main job (see README).
+## demo: the main job (see README). --force: a rerun replaces the previous
+## run's ./durofs-demo (never a directory some process has open).
 demo:
-	$(GO) run ./cmd/durofs demo
+	$(GO) run ./cmd/durofs demo --force
 
 clean:
 	rm -rf durofs-demo

@@ -42,7 +42,7 @@
 // routes and orders by (event id, type name, sequence id, schedule event id,
 // visible-at) passed beside them.
 //
-// Directory (see also durofs's README, "On-disk layout"):
+// Directory (see also durofs's docs/format.md):
 //
 //	instances/<key>/                        <key> = names.Encode(instance id): one directory per instance id
 //	  lock, lease.json                      the instance flock and lease; a workflow task IS the lease
@@ -223,19 +223,34 @@
 //     its name for StickyTimeout (restarted under the same name, it takes
 //     them at once), as with the SQL backends.
 //
-// # Known gaps (to do)
+// # Operating a directory
 //
-//   - durofs queues, durofs fsck and the admin queue depths do not look
-//     into queues/gw-*; fsck checks the instance files and histories only.
-//   - durofs delete (the orchestration deletion) of a go-workflows instance
-//     removes its files but not its gw queue messages: pending events are
-//     dropped as stale by the next fetch, but its activity tasks still run.
-//     durofs prune skips go-workflows instances.
-//   - The crash-point sweep (make crashpoints) does not yet run a
-//     go-workflows workload at the gw.*, gwredo.* and gwact.* failpoints;
-//     provider/fs_gw_test.go covers a death right after each commit point
-//     and a replay of everything, goworkflows' multi-process test a kill -9
-//     at a random point.
+// The durofs command reads and repairs a directory of go-workflows
+// instances like one of orchestrations: durofs ls (workflow names and
+// statuses), show (the go-workflows executions with their ids, queues and
+// states; pending events and activity tasks), history (one decoded
+// go-workflows event a line), queues (the gw-workflow-* and gw-activity-*
+// queues' depths, timers and claims), fsck (the gw queues' messages, staged
+// files, claims and pending activity completions, under the locks their
+// writers take; --repair fixes what is safe and never drops an instance's
+// record of its executions). durofs delete (Admin DeleteInstance) of a
+// go-workflows instance removes its executions, its pending events and its
+// activity tasks - claimed ones too, whose holders then fail to complete
+// them - in one log record (goworkflows/cli_test.go,
+// provider/fs_gw_delete_test.go).
+//
+// The crash-point sweep (make crashpoints) runs a script of these engine
+// operations (internal/crashcheck/script/gw.go) and kills a process at
+// every gw.*, gwact.* and gwredo.* failpoint in both durability modes,
+// recovering each crash alone with a replay and beside a live process.
+//
+// # Known gaps
+//
+//   - The duroxide Admin API's queue depths (GetQueueDepths) count the
+//     orchestrator and worker queues only; durofs queues and
+//     Backend.GetStats count the gw queues.
+//   - durofs prune skips go-workflows instances (RemoveWorkflowInstances
+//     removes their finished executions).
 //   - Creating an instance costs about ten file-system operations (its
 //     directory, lock, lease, instance.json, execution directory and state,
 //     the staged and published start event).

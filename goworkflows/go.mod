@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/durofs/durofs => ../
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/cschleiden/go-workflows v1.2.0
 	github.com/durofs/durofs v0.0.0
 	github.com/google/uuid v1.6.0
@@ -15,7 +16,9 @@ require (
 require (
 	github.com/benbjohnson/clock v1.3.0 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/go-errors/errors v1.4.2 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/gofrs/flock v0.13.1 // indirect

@@ -31,7 +31,21 @@ const (
 	envWorkerDir  = "DUROFS_GW_WORKER_DIR"
 	envWorkerName = "DUROFS_GW_WORKER_NAME"
 	envWorkerMode = "DUROFS_GW_WORKER_MODE"
+	// envActivityLog names a file a worker process appends a line to for
+	// every activity it runs (chaos_test.go counts them).
+	envActivityLog = "DUROFS_GW_ACTIVITY_LOG"
 )
+
+// activityLog, in a worker process with envActivityLog set, receives
+// "Name(args)" for every activity run, one write each (O_APPEND: a kill
+// leaves whole lines).
+var activityLog *os.File
+
+func logActivity(format string, args ...any) {
+	if activityLog != nil {
+		_, _ = fmt.Fprintf(activityLog, format+"\n", args...)
+	}
+}
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envWorkerDir); dir != "" {
@@ -41,14 +55,21 @@ func TestMain(m *testing.M) {
 }
 
 // The multi-process workload. Its results are deterministic, so every
-// workflow's result can be checked: Mixed(i) = 2i + (2i+1) + i.
+// workflow's result can be checked: Mixed(i) = 2i + (2i+1) + i + 2i.
 
-func Double(ctx context.Context, i int) (int, error) { return 2 * i, nil }
+func Double(ctx context.Context, i int) (int, error) {
+	logActivity("Double(%d)", i)
+	return 2 * i, nil
+}
 
-func Add(ctx context.Context, a, b int) (int, error) { return a + b, nil }
+func Add(ctx context.Context, a, b int) (int, error) {
+	logActivity("Add(%d,%d)", a, b)
+	return a + b, nil
+}
 
 // Mixed runs an activity, a timer, a sub-workflow it signals from the
-// workflow (a system activity), and waits for a signal from the client.
+// workflow (a system activity), a sub-workflow that continues as new, and
+// waits for a signal from the client.
 func Mixed(ctx workflow.Context, i int) (int, error) {
 	a, err := workflow.ExecuteActivity[int](ctx, workflow.DefaultActivityOptions, Double, i).Get(ctx)
 	if err != nil {
@@ -72,8 +93,20 @@ func Mixed(ctx workflow.Context, i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	l, err := workflow.CreateSubWorkflowInstance[int](ctx, workflow.SubWorkflowOptions{InstanceID: loopID(i)}, Looper, i, 0).Get(ctx)
+	if err != nil {
+		return 0, err
+	}
 	v, _ := workflow.NewSignalChannel[int](ctx, "go").Receive(ctx)
-	return a + s + v, nil
+	return a + s + v + l, nil
+}
+
+// Looper continues as new once, then doubles i with an activity.
+func Looper(ctx workflow.Context, i, round int) (int, error) {
+	if round == 0 {
+		return 0, workflow.ContinueAsNew(ctx, i, 1)
+	}
+	return workflow.ExecuteActivity[int](ctx, workflow.DefaultActivityOptions, Double, i).Get(ctx)
 }
 
 // Child waits for its parent's signal and adds it with an activity.
@@ -83,6 +116,7 @@ func Child(ctx workflow.Context, i int) (int, error) {
 }
 
 func childID(i int) string { return fmt.Sprintf("child-%03d", i) }
+func loopID(i int) string  { return fmt.Sprintf("loop-%03d", i) }
 func mixedID(i int) string { return fmt.Sprintf("mixed-%03d", i) }
 
 // mpOptions are the backend options of every process of the test: short
@@ -109,6 +143,15 @@ func modeOf(s string) provider.Durability {
 func runWorkerProcess(dir, name, mode string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	if path := os.Getenv(envActivityLog); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "activity log:", err)
+			return 1
+		}
+		defer f.Close()
+		activityLog = f
+	}
 	b, err := Open(dir, Options{Provider: provider.Options{Durability: modeOf(mode)}, PollTimeout: time.Second}, mpOptions(name)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
@@ -120,7 +163,7 @@ func runWorkerProcess(dir, name, mode string) int {
 	opts.WorkflowPollingInterval = 20 * time.Millisecond
 	opts.ActivityPollingInterval = 20 * time.Millisecond
 	w := worker.New(b, &opts)
-	for _, wf := range []any{Mixed, Child} {
+	for _, wf := range []any{Mixed, Child, Looper} {
 		if err := w.RegisterWorkflow(wf); err != nil {
 			fmt.Fprintln(os.Stderr, "register:", err)
 			return 1
@@ -146,6 +189,22 @@ func runWorkerProcess(dir, name, mode string) int {
 	return 0
 }
 
+// workerLogDir makes a directory for the worker processes' logs, removed
+// after the test unless it failed.
+func workerLogDir(t *testing.T, prefix string) string {
+	t.Helper()
+	logDir, err := os.MkdirTemp("", prefix)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(logDir)
+		} else {
+			t.Logf("worker logs kept in %s", logDir)
+		}
+	})
+	return logDir
+}
+
 type workerProc struct {
 	name   string
 	cmd    *exec.Cmd
@@ -153,13 +212,14 @@ type workerProc struct {
 	err    error
 }
 
-func startWorker(t *testing.T, dir, logDir, name string, mode provider.Durability) *workerProc {
+func startWorker(t *testing.T, dir, logDir, name string, mode provider.Durability, env ...string) *workerProc {
 	t.Helper()
 	logf, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	require.NoError(t, err)
 	t.Cleanup(func() { logf.Close() })
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorkerDir+"="+dir, envWorkerName+"="+name, envWorkerMode+"="+mode.String())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -177,9 +237,10 @@ func startWorker(t *testing.T, dir, logDir, name string, mode provider.Durabilit
 }
 
 // TestMultiprocess: three worker processes on one directory and this
-// process as the client complete 300 workflows (activities, a timer, a
-// sub-workflow each, signals from the client and from workflow to
-// workflow); one worker is killed with SIGKILL midway and restarted. Every
+// process as the client complete 300 workflows (activities, a timer, two
+// sub-workflows each - one continues as new -, signals from the client and
+// from workflow to workflow); one worker is killed with SIGKILL midway and
+// restarted. Every
 // workflow must finish with its exact result, and the directory must be
 // left with no active execution and no queued task.
 func TestMultiprocess(t *testing.T) {
@@ -194,15 +255,7 @@ func TestMultiprocess(t *testing.T) {
 func testMultiprocess(t *testing.T, mode provider.Durability) {
 	const n = 300
 	dir := t.TempDir()
-	logDir, err := os.MkdirTemp("", "durofs-gw-mp-logs-")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			os.RemoveAll(logDir)
-		} else {
-			t.Logf("worker logs kept in %s", logDir)
-		}
-	})
+	logDir := workerLogDir(t, "durofs-gw-mp-logs-")
 	workers := make([]*workerProc, 3)
 	for i := range workers {
 		workers[i] = startWorker(t, dir, logDir, "worker-"+strconv.Itoa(i), mode)
@@ -252,7 +305,7 @@ func testMultiprocess(t *testing.T, mode provider.Durability) {
 	for i, inst := range instances {
 		r, err := client.GetWorkflowResult[int](ctx, c, inst, time.Second)
 		require.NoError(t, err, "workflow %d", i)
-		require.Equal(t, 5*i+1, r, "workflow %d", i)
+		require.Equal(t, 7*i+1, r, "workflow %d", i)
 	}
 	// Every child finished too, and nothing is left over: each active
 	// execution, ready task and activity task would show here.
@@ -263,10 +316,15 @@ func testMultiprocess(t *testing.T, mode provider.Durability) {
 	}, 30*time.Second, 100*time.Millisecond)
 
 	// The directory reads as durofs instances: every workflow and child
-	// completed.
+	// completed, each looper in its second execution.
 	list, err := b.Provider().Instances(ctx, "Completed")
 	require.NoError(t, err)
-	require.Len(t, list, 2*n)
+	require.Len(t, list, 3*n)
+	for _, s := range list {
+		if strings.HasPrefix(s.Instance, "loop-") {
+			require.Equal(t, 2, s.Executions, "%s", s.Instance)
+		}
+	}
 
 	for _, w := range workers {
 		require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))

@@ -26,7 +26,9 @@ import (
 //     two deleters cannot deadlock), validates, and commits ONE record (kind
 //     "delete") naming every member and its queue messages, marked in every
 //     member's lease. Applying a member's part removes its queue messages
-//     (worker items included, locked or not), instance.json and executions,
+//     (worker items included, locked or not; for a go-workflows instance
+//     its pending events and activity tasks, fs_gw_admin.go), instance.json
+//     and executions,
 //     and resets its lease (so old tokens fail). Whoever next holds a
 //     member's flock finishes its part if the mark is still there. The lock
 //     file is never deleted (it may be held or awaited).
@@ -371,7 +373,13 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	keys := make([]string, 0, len(keyOf))
 	for k := range keyOf {
-		keys = append(keys, k)
+		// An id with nothing to delete (a mistyped one) is not locked: the
+		// lock would create its directory, which is never removed.
+		if absent, err := p.instanceAbsent(k); err != nil {
+			return res, Retryablef(op, err, "%v", err)
+		} else if !absent {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys) // a global order: concurrent deleters cannot deadlock
 	guards := map[string]*lease.Guard{}
@@ -415,7 +423,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		if s.f.Record == nil || s.f.Record.ParentInstanceID == nil {
 			continue
 		}
-		if _, inSet := keyOf[s.key]; inSet {
+		if _, inSet := guards[s.key]; inSet {
 			continue
 		}
 		if _, parentIn := keyOf[instanceKey(*s.f.Record.ParentInstanceID)]; parentIn {
@@ -431,7 +439,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return res, Retryablef(op, err, "%v", err)
 	}
 	for _, e := range orch {
-		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
+		if _, ok := guards[e.Attrs[attrKey]]; ok {
 			msgs = append(msgs, queueRef{Queue: "orchestrator", Name: e.Name})
 		}
 	}
@@ -440,9 +448,13 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return res, Retryablef(op, err, "%v", err)
 	}
 	for _, e := range work {
-		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
+		if _, ok := guards[e.Attrs[attrKey]]; ok {
 			msgs = append(msgs, queueRef{Queue: "worker", Name: e.Name})
 		}
+	}
+	gwMsgs, err := p.gwDeletionRefs(ctx, keyOf)
+	if err != nil {
+		return res, Retryablef(op, err, "%v", err)
 	}
 	for _, f := range files {
 		if f.Record != nil {
@@ -452,7 +464,10 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		res.EventsDeleted += f.TotalEvents
 	}
 	res.QueueMessagesDeleted = uint64(len(msgs))
-	if len(files) == 0 && len(msgs) == 0 {
+	for _, refs := range gwMsgs {
+		res.QueueMessagesDeleted += uint64(len(refs))
+	}
+	if len(files) == 0 && res.QueueMessagesDeleted == 0 {
 		return res, nil
 	}
 
@@ -461,7 +476,8 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	rec := &commitRecord{Kind: kindDelete, CommittedMs: p.nowMs()}
 	gs := make([]*lease.Guard, 0, len(keys))
 	for _, k := range keys {
-		rec.Members = append(rec.Members, deleteMember{Key: k, Instance: keyOf[k], Delete: refsFor(msgs, k, orch, work)})
+		refs := append(refsFor(msgs, k, orch, work), gwMsgs[k]...)
+		rec.Members = append(rec.Members, deleteMember{Key: k, Instance: keyOf[k], Delete: refs})
 		gs = append(gs, guards[k])
 	}
 	failpoint.Hit("delete.before_commit")
@@ -479,6 +495,35 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	p.notify()
 	return res, nil
+}
+
+// instDirExists reports whether the instance directory of key exists.
+func (p *FSProvider) instDirExists(key string) (bool, error) {
+	_, err := p.fs.Stat(p.instDir(key))
+	if vfs.IsNotExist(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// instanceAbsent reports whether instance key has neither a directory nor a
+// queued message, so that a deletion has nothing of it to delete. The queues
+// are listed first: a message that is consumed meanwhile was fetched, which
+// created the directory before the ack removed the message, so an instance
+// that existed at any moment of the check is seen; one that appears only
+// after it was created after the deletion.
+func (p *FSProvider) instanceAbsent(key string) (bool, error) {
+	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
+		msgs, err := q.ListAttr(key)
+		if err != nil {
+			return false, err
+		}
+		if len(msgs) > 0 {
+			return false, nil
+		}
+	}
+	exists, err := p.instDirExists(key)
+	return !exists, err
 }
 
 // deleteMember is one instance of a deletion record.
@@ -627,6 +672,13 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 		return PruneResult{}, err
 	}
 	key := instanceKey(instance)
+	// No directory, no instance (nor a pending commit, which a lease in it
+	// would mark): not found, without creating the directory by locking it.
+	if exists, err := p.instDirExists(key); err != nil {
+		return PruneResult{}, Retryablef(op, err, "%v", err)
+	} else if !exists {
+		return PruneResult{}, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
+	}
 	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {
 		return PruneResult{}, Retryablef(op, err, "lock instance: %v", err)

@@ -91,6 +91,9 @@ func (p *FSProvider) queue(name string) *fsqueue.Queue {
 func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	const op = "ack_orchestration_item"
 	workerItems, orchestratorItems = derefItems(workerItems), derefItems(orchestratorItems)
+	if err := metadata.validate(op); err != nil {
+		return err // nothing written, the lock is kept
+	}
 	if err := p.checkAckLimits(op, historyDelta, workerItems, orchestratorItems, metadata); err != nil {
 		return err // limits.go: nothing written, the lock is kept
 	}
@@ -559,12 +562,15 @@ func (p *FSProvider) publish(refs []queueRef, replay bool) error {
 }
 
 // deleteRefs deletes queue messages (and a worker item's claim, under the
-// item's lock). ENOENT means done.
+// item's lock; messages of workflow queues as gwDelete does). ENOENT means
+// done.
 func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
 		q := p.queue(r.Queue)
 		var err error
-		if r.Queue == "worker" {
+		if _, _, gw := gwQueueName(r.Queue); gw {
+			err = p.gwDeleteOne(ctx, r)
+		} else if r.Queue == "worker" {
 			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
 		} else {
 			err = q.Delete(r.Name)

@@ -409,6 +409,27 @@ func (p *FSProvider) gwQueueDirs(activity bool) ([]string, error) {
 	return out, nil
 }
 
+// gwEachQueue calls fn for every workflow queue directory that exists,
+// workflow queues first, then activity queues, each sorted by name.
+func (p *FSProvider) gwEachQueue(fn func(dir string, activity bool, q *fsqueue.Queue) error) error {
+	for _, activity := range []bool{false, true} {
+		dirs, err := p.gwQueueDirs(activity)
+		if err != nil {
+			return err
+		}
+		for _, dir := range dirs {
+			q, err := p.gwQueue(dir)
+			if err != nil {
+				return err
+			}
+			if err := fn(dir, activity, q); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // gwClose closes the workflow queues (Close).
 func (p *FSProvider) gwClose() error {
 	p.gw.mu.Lock()
@@ -659,20 +680,25 @@ func (p *FSProvider) gwPublish(refs []queueRef, replay bool) error {
 // gwDelete deletes messages (an activity task under its own lock).
 func (p *FSProvider) gwDelete(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
-		q, err := p.gwQueue(r.Queue)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(r.Queue, gwActivityPrefix) {
-			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
-		} else {
-			err = q.Delete(r.Name)
-		}
-		if err != nil {
+		if err := p.gwDeleteOne(ctx, r); err != nil {
 			return fmt.Errorf("delete %s/%s: %w", r.Queue, r.Name, err)
 		}
 	}
 	return nil
+}
+
+// gwDeleteOne deletes one message of a workflow queue, and an activity
+// task's claim with it under the task's lock (a worker holding the
+// task then fails to complete it). ENOENT means done.
+func (p *FSProvider) gwDeleteOne(ctx context.Context, r queueRef) error {
+	q, err := p.gwQueue(r.Queue)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(r.Queue, gwActivityPrefix) {
+		return q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
+	}
+	return q.Delete(r.Name)
 }
 
 // gwRelease is a part's last write: it clears the mark and, if the lease

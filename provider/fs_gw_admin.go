@@ -7,9 +7,12 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/durofs/durofs/fsqueue"
 )
 
 // PrepareWorkflowQueues creates the queue directories of workflow queues
@@ -339,4 +342,55 @@ func (p *FSProvider) FutureWorkflowEvents(ctx context.Context) ([]WorkflowEvent,
 func gwPruneSkips(p *FSProvider, key string) bool {
 	f, err := p.readGWInstance(key)
 	return err == nil && f != nil && f.GW != nil
+}
+
+// gwDeletionRefs returns, per instance key of keys, the messages of the
+// workflow queues that belong to it - pending events (timers included) and
+// activity tasks, claimed or not - for an orchestration deletion
+// (DeleteInstancesAtomic), which removes them in its one log record. The
+// caller holds the flocks of keys, so no workflow task of theirs adds
+// messages meanwhile. An activity task whose completion is committed but not
+// applied (its claim marked) is finished first, under its claim lock, so
+// that the pending event it publishes is listed too and a replay, which
+// applies the completion's record before the deletion's, cannot leave it
+// behind.
+func (p *FSProvider) gwDeletionRefs(ctx context.Context, keys map[string]string) (map[string][]queueRef, error) {
+	out := map[string][]queueRef{}
+	// Activity queues first: see above.
+	for _, first := range []bool{true, false} {
+		err := p.gwEachQueue(func(dir string, activity bool, q *fsqueue.Queue) error {
+			if activity != first {
+				return nil
+			}
+			for key := range keys {
+				entries, err := q.ListAttr(key)
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					if activity {
+						err := q.WithClaim(ctx, e.Name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) })
+						if err != nil {
+							return fmt.Errorf("finish the pending completion of activity task %s/%s: %w", dir, e.Name, err)
+						}
+					}
+					out[key] = append(out[key], queueRef{Queue: dir, Name: e.Name})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// queueDir is the directory of the queue a queueRef names: a workflow queue
+// directory, or the orchestrator or worker queue.
+func (p *FSProvider) queueDir(name string) string {
+	if _, _, ok := gwQueueName(name); ok {
+		return filepath.Join(p.dir, "queues", name)
+	}
+	return p.queue(name).Dir()
 }

@@ -912,7 +912,7 @@ func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
 	if p.gwTouched(rec, files, dirs) {
 		return
 	}
-	qdir := func(q string) string { return p.queue(q).Dir() }
+	qdir := p.queueDir
 	for _, r := range rec.Publish {
 		files[filepath.Join(qdir(r.Queue), r.Name+".json")] = true
 		dirs[qdir(r.Queue)] = true
@@ -933,6 +933,9 @@ func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
 			dirs[p.instDir(m.Key)] = true
 			for _, r := range m.Delete {
 				dirs[qdir(r.Queue)] = true
+				if _, activity, gw := gwQueueName(r.Queue); gw && activity {
+					dirs[filepath.Join(qdir(r.Queue), "claims")] = true
+				}
 			}
 		}
 		dirs[filepath.Join(p.workQ.Dir(), "claims")] = true

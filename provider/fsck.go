@@ -46,6 +46,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -101,8 +102,11 @@ const (
 	// a commit record, a queue message (or its work item payload), a staged
 	// message or a claim cannot be parsed. Repaired by moving the file to
 	// quarantine/ with a .reason file; instance.json and state.json are then
-	// rebuilt from the histories. A state.json whose history is itself
-	// unreadable, and an instance whose id cannot be recovered, are left.
+	// rebuilt from the histories (a go-workflows execution's state.json
+	// from its instance.json). A state.json whose history is itself
+	// unreadable, an instance whose id cannot be recovered, and the
+	// instance.json of a go-workflows instance (its executions' ids,
+	// queues and metadata are in no history) are left.
 	FsckUnparseable = "unparseable"
 	// FsckCorruptRecord: a complete history line fails its CRC or the record
 	// format. Never repaired: it is committed data; an operator decides.
@@ -246,8 +250,8 @@ func fsck(ctx context.Context, dir string, opts FsckOptions, popts Options) (Fsc
 		opts.StaleAfter = time.Hour
 	}
 	stat := os.Stat
-	if popts.FS != nil {
-		stat = popts.FS.Stat
+	if popts.fs != nil {
+		stat = popts.fs.Stat
 	}
 	fi, err := stat(dir)
 	if err != nil {
@@ -259,7 +263,7 @@ func fsck(ctx context.Context, dir string, opts FsckOptions, popts Options) (Fsc
 	if ok, err := checkLayout(dir, popts, &rep); err != nil || !ok {
 		return rep, err
 	}
-	if opts.Repair && popts.FS == nil {
+	if opts.Repair && popts.fs == nil {
 		if kind, err := networkFS(dir); err != nil {
 			return rep, fmt.Errorf("durofs fsck: statfs %s: %w", dir, err)
 		} else if kind != "" {
@@ -356,8 +360,12 @@ func checkLayout(dir string, popts Options, rep *FsckReport) (ok bool, err error
 		if errors.Is(err, ErrNotDurofsDir) {
 			return false, fmt.Errorf("durofs fsck: %w", err)
 		}
-		rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: "FORMAT",
-			Detail: err.Error(), Action: "not repairable: this build reads format version " + strconv.Itoa(FormatVersion) + " only"})
+		f := FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: "FORMAT",
+			Detail: err.Error(), Action: "not repairable: this build reads format version " + strconv.Itoa(FormatVersion) + " only"}
+		if !errors.Is(err, ErrUnsupportedFS) { // FORMAT could not be read, not a format this build refuses
+			f.Kind, f.Action = FsckIOError, ioAction(err)
+		}
+		rep.Findings = append(rep.Findings, f)
 		return false, nil
 	}
 	ok = true
@@ -378,8 +386,12 @@ func checkLayout(dir string, popts Options, rep *FsckReport) (ok bool, err error
 			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d (this build reads version 2)", cfg.Format, cfg.Version)
 		}
 		if detail != "" {
-			rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
-				Action: "not repairable: processes of another queue version would not respect this build's claim locks"})
+			f := FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
+				Action: "not repairable: processes of another queue version would not respect this build's claim locks"}
+			if err != nil && !vfs.IsNotExist(err) {
+				f.Kind, f.Action = FsckIOError, ioAction(err)
+			}
+			rep.Findings = append(rep.Findings, f)
 			ok = false
 		}
 	}
@@ -462,7 +474,15 @@ func (r *fsckRun) fixed(f *FsckFinding, err error, action string) {
 }
 
 func (r *fsckRun) ioError(path string, err error) {
-	r.add(FsckIOError, SeverityError, path, "%v", err).Action = "not repairable by fsck"
+	r.add(FsckIOError, SeverityError, path, "%v", err).Action = ioAction(err)
+}
+
+// ioAction is the Action of a finding about a file that could not be read.
+func ioAction(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return "permission denied: run durofs as a user that may read and write the whole directory (its owner); not repairable by fsck"
+	}
+	return "not repairable by fsck"
 }
 
 func (r *fsckRun) nowMs() int64 { return r.now.UnixMilli() }
@@ -508,6 +528,9 @@ func (r *fsckRun) scan(ctx context.Context) error {
 		if err := r.scanQueue(ctx, q.name, q.q); err != nil {
 			return err
 		}
+	}
+	if err := r.scanGWQueues(ctx); err != nil {
+		return err
 	}
 	r.checkUnknownInstances()
 	if err := r.scanSessions(ctx); err != nil {
@@ -558,6 +581,8 @@ func describeCommit(rec *commitRecord) string {
 		return fmt.Sprintf("deletion of %d instance(s) not finished", len(rec.Members))
 	case kindWorkAck:
 		return fmt.Sprintf("ack of work item %s not finished", rec.Item)
+	case kindGW, kindGWAct:
+		return gwDescribeCommit(rec)
 	}
 	return fmt.Sprintf("ack of %q execution %d (fence %d) committed at %s not finished: %d event(s) to append, %d message(s) to publish, %d to delete",
 		rec.Instance, rec.ExecutionID, rec.Fence, fmtMs(rec.CommittedMs), len(rec.History), len(rec.Publish), len(rec.Delete))
@@ -824,7 +849,10 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 			break
 		}
 		if r.repair && !pending {
-			nf := rebuildExecution(id, e.recs, e.events, r.nowMs())
+			nf := r.gwExecutionFile(key, id)
+			if nf == nil {
+				nf = rebuildExecution(id, e.recs, e.events, r.nowMs())
+			}
 			if inf != nil && inf.CurrentExecutionID == id && inf.Status == nf.Status && inf.CompletedAtMs != nil {
 				// instance.json keeps a copy of the current execution's
 				// completion time, exact where the events' are not.
@@ -951,7 +979,7 @@ func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec
 	f := r.add(FsckCounterDrift, SeverityError, path, "%s", strings.Join(diffs, "; "))
 	f.Action = "fsck --repair rewrites the counters from the files"
 	if r.repair {
-		r.fixed(f, r.writeJSONFile(path, &want), "rewritten")
+		r.fixed(f, r.writeInstanceSummary(key, &want), "rewritten")
 	}
 }
 
@@ -1038,6 +1066,9 @@ func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the instance id of hashed key %s is in no event", key)
+	}
+	if gwHistories(execs) || r.gwHasMessages(key) {
+		return nil, errGWRebuild
 	}
 	nf := &instanceFile{Instance: id, LastFence: leaseFence}
 	var first, latest *OrchestrationStarted
@@ -1234,13 +1265,9 @@ func (r *fsckRun) checkMessage(ctx context.Context, qname string, q *fsqueue.Que
 		return
 	}
 	r.checked.Messages++
-	m, w, err := parseMessage(data, name)
+	key, msg, err := parseQueued(qname, data, name)
 	if err == nil {
-		key := m.Attrs[attrKey]
-		if key == "" {
-			key = instanceKey(TargetInstance(w))
-		}
-		r.msgs[key] = append(r.msgs[key], fsckMsg{queue: qname, name: name, kind: w.Kind(), instance: TargetInstance(w), enqueuedAtMs: m.EnqueuedAtMs})
+		r.msgs[key] = append(r.msgs[key], msg)
 		return
 	}
 	f := r.add(FsckUnparseable, SeverityError, path, "%s message cannot be used: %v", qname, err)
@@ -1249,7 +1276,7 @@ func (r *fsckRun) checkMessage(ctx context.Context, qname string, q *fsqueue.Que
 		return
 	}
 	reason := fmt.Sprintf("unusable %s message: %v", qname, err)
-	if qname != "worker" {
+	if !claimedQueue(qname) {
 		// Never in a batch (no fetch can index it), and only an instance's
 		// commit deletes orchestrator messages: nobody else touches it.
 		dest, err := r.quarantineFile(path, reason)
@@ -1279,7 +1306,7 @@ func (r *fsckRun) stagedNamedByCommit(name string) bool {
 		return true // cannot tell: keep it
 	}
 	for _, lr := range recs {
-		if slices.ContainsFunc(lr.rec.Publish, func(q queueRef) bool { return q.Name == name }) {
+		if recordPublishes(lr.rec, name) {
 			return true
 		}
 	}
@@ -1325,6 +1352,9 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 		return nil
 	}
 	src := m.Attrs[attrSource]
+	if rest, ok := strings.CutPrefix(src, "gwa:"); ok {
+		return r.checkGWActStaged(ctx, rest, name, orphan)
+	}
 	if item, ok := strings.CutPrefix(src, "w:"); ok {
 		err := p.workQ.WithClaim(ctx, item, func(g *fsqueue.ClaimGuard) error {
 			c, exists, err := g.Read()
@@ -1369,7 +1399,7 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 	}
 	if st := decodeOrchState(cur); st.Pending != nil {
 		lr, err := p.findRecord(src, st.Pending)
-		if err != nil || (lr != nil && slices.ContainsFunc(lr.rec.Publish, func(q queueRef) bool { return q.Name == name })) {
+		if err != nil || (lr != nil && recordPublishes(lr.rec, name)) {
 			return nil // committed: the redo publishes it
 		}
 	}
@@ -1413,6 +1443,8 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 		}
 		_, serr := r.p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+name+".json"))
 		switch {
+		case c.State != "" && qname != "worker" && claimedQueue(qname):
+			r.checkGWActClaim(q, g, path, c)
 		case c.State != "" && qname == "worker":
 			var data workAckData
 			_ = json.Unmarshal(c.Data, &data)

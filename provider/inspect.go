@@ -26,7 +26,8 @@ import (
 )
 
 // ErrNotDurofsDir is returned by OpenReadOnly and Fsck for a directory that
-// has no durofs FORMAT file.
+// has no durofs FORMAT file, and by Open for one that has none but is not
+// empty either.
 var ErrNotDurofsDir = errors.New("not a durofs directory")
 
 // OpenReadOnly opens an existing durofs directory for inspection. Unlike
@@ -112,9 +113,16 @@ type InstanceSummary struct {
 	CompletedAtMs *int64 `json:"completed_at_ms,omitempty"`
 }
 
-// Instances lists every instance that has an instance.json, newest first,
-// optionally only those whose current status is status ("" for all).
-// Unreadable instance files are skipped with a logged warning.
+// StatusPending is the status Instances gives an instance that was started
+// (its StartOrchestration is queued) but has no turn acked yet, so no
+// instance.json. It is not a duroxide status: Admin does not list such
+// instances.
+const StatusPending = "Pending"
+
+// Instances lists every instance that has an instance.json, and every
+// pending one (StatusPending: a queued start, nothing acked yet), newest
+// first; optionally only those whose current status is status ("" for
+// all). Unreadable instance files are skipped with a logged warning.
 func (p *FSProvider) Instances(ctx context.Context, status string) ([]InstanceSummary, error) {
 	all, err := p.scanInstances()
 	if err != nil {
@@ -131,12 +139,57 @@ func (p *FSProvider) Instances(ctx context.Context, status string) ([]InstanceSu
 		}
 		out = append(out, summaryOf(s.key, f))
 	}
+	if status == "" || status == StatusPending {
+		pending, err := p.pendingStarts()
+		if err != nil {
+			return nil, fmt.Errorf("durofs: list instances in %s: %w", p.dir, err)
+		}
+		out = append(out, pending...)
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].CreatedAtMs != out[j].CreatedAtMs {
 			return out[i].CreatedAtMs > out[j].CreatedAtMs
 		}
 		return out[i].Instance < out[j].Instance
 	})
+	return out, nil
+}
+
+// pendingStarts returns the instances that have a queued StartOrchestration
+// and no instance.json, from their oldest queued start (its enqueue time is
+// their creation time).
+func (p *FSProvider) pendingStarts() ([]InstanceSummary, error) {
+	entries, err := p.orchQ.List()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []InstanceSummary
+	for _, e := range entries { // oldest first
+		key := e.Attrs[attrKey]
+		if e.Attrs[attrKind] != (StartOrchestration{}).Kind() || seen[key] {
+			continue
+		}
+		seen[key] = true
+		if _, err := p.fs.Stat(p.instFilePath(key)); err == nil {
+			continue // acked: listed from its instance.json
+		} else if !vfs.IsNotExist(err) {
+			return nil, err
+		}
+		m, err := p.orchQ.Get(e.Name)
+		if errors.Is(err, fsqueue.ErrNotFound) {
+			continue // consumed meanwhile
+		}
+		// An unreadable message (fsck reports it) still shows its instance.
+		s := InstanceSummary{Instance: e.Attrs[attrInstance], Key: key, Status: StatusPending,
+			CreatedAtMs: e.EnqueuedAtMs, UpdatedAtMs: e.EnqueuedAtMs}
+		if w, werr := UnmarshalWorkItem(m.Payload); err == nil && werr == nil {
+			if so, ok := w.(StartOrchestration); ok {
+				s.Name, s.Version, s.Parent = so.Orchestration, derefOr(so.Version, ""), so.ParentInstance
+			}
+		}
+		out = append(out, s)
+	}
 	return out, nil
 }
 
@@ -187,8 +240,11 @@ type PendingCommitInfo struct {
 	LSN string `json:"lsn"`
 	ID  string `json:"id"`
 	Key string `json:"key"`
-	// Kind is "ack" (also appends), "prune", "delete" or "work_ack".
+	// Kind is "ack" (also appends), "prune", "delete", "work_ack", or for
+	// go-workflows "gw" (Op says which operation) or "gw_act" (an activity
+	// task's completion).
 	Kind          string `json:"kind"`
+	Op            string `json:"op,omitempty"`
 	Instance      string `json:"instance,omitempty"`
 	ExecutionID   uint64 `json:"execution_id,omitempty"`
 	Fence         uint64 `json:"fence,omitempty"`
@@ -196,7 +252,7 @@ type PendingCommitInfo struct {
 	Events        int    `json:"events"`
 	Publish       int    `json:"publish"`
 	Delete        int    `json:"delete"`
-	// Keys are the instances of a deletion.
+	// Keys are the instances of a deletion or of a "gw" record.
 	Keys []string `json:"keys,omitempty"`
 }
 
@@ -236,25 +292,28 @@ type InstanceDetail struct {
 	// PendingCommit is the instance's commit record, if one is pending.
 	PendingCommit *PendingCommitInfo `json:"pending_commit,omitempty"`
 	// Messages are the queued orchestrator messages and worker items of
-	// the instance.
+	// the instance, and its go-workflows pending events and activity tasks.
 	Messages []QueuedMessage `json:"messages"`
+	// Workflow are the go-workflows executions of the instance (from
+	// instance.json; nil for an orchestration instance).
+	Workflow []WorkflowExecutionSummary `json:"workflow_executions,omitempty"`
 	// Problem says why instance.json could not be read (the other fields
 	// are still filled in).
 	Problem string `json:"problem,omitempty"`
 }
 
 // InstanceDetail returns the instance's metadata, executions, lease, pending
-// commit and queued messages. An instance without a directory is a
-// *ProviderError wrapping ErrNotFound.
+// commit and queued messages (a started instance no turn was acked for yet
+// has only its queued start). An instance with none of these (never
+// started, or deleted: a deletion leaves the lock file and a released lease)
+// is a *ProviderError wrapping ErrNotFound.
 func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (InstanceDetail, error) {
 	const op = "instance_detail"
 	key := instanceKey(instance)
 	d := InstanceDetail{InstanceSummary: InstanceSummary{Instance: instance, Key: key}, Dir: p.instDir(key),
 		Children: []string{}, ExecutionDetails: []ExecutionDetail{}, Messages: []QueuedMessage{}}
-	if _, err := p.fs.Stat(d.Dir); err != nil {
-		if vfs.IsNotExist(err) {
-			return d, Permanentf(op, ErrNotFound, "Instance %s not found (no directory %s)", instance, d.Dir)
-		}
+	hasDir, err := p.instDirExists(key)
+	if err != nil {
 		return d, Retryablef(op, err, "stat %s: %v", d.Dir, err)
 	}
 	f, err := p.readInstanceFile(key)
@@ -290,14 +349,16 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 	if c := childrenIndex(all)[instance]; c != nil {
 		d.Children = c
 	}
-	if li, ok := p.instanceLease(ctx, key, instance); ok {
-		d.Lease = &li
-	}
-	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
-		if st := decodeOrchState(cur); st.Pending != nil {
-			if lr, err := p.findRecord(key, st.Pending); err == nil && lr != nil {
-				pc := pendingInfo(*lr, key)
-				d.PendingCommit = &pc
+	if hasDir { // (no lock file to inspect otherwise: looking would create it)
+		if li, ok := p.instanceLease(ctx, key, instance); ok {
+			d.Lease = &li
+		}
+		if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
+			if st := decodeOrchState(cur); st.Pending != nil {
+				if lr, err := p.findRecord(key, st.Pending); err == nil && lr != nil {
+					pc := pendingInfo(*lr, key)
+					d.PendingCommit = &pc
+				}
 			}
 		}
 	}
@@ -312,6 +373,20 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 		for _, e := range entries {
 			d.Messages = append(d.Messages, queuedMessage(q.name, e))
 		}
+	}
+	gw, err := p.gwInstanceMessages(key)
+	if err != nil {
+		return d, Retryablef(op, err, "list go-workflows queues: %v", err)
+	}
+	d.Messages = append(d.Messages, gw...)
+	if d.Workflow, err = p.gwExecutionSummaries(key); err != nil {
+		d.Problem = strings.TrimPrefix(d.Problem+"; "+err.Error(), "; ")
+	}
+	if !d.HasInstanceFile && d.Problem == "" && len(d.ExecutionDetails) == 0 && len(d.Messages) == 0 && d.Workflow == nil &&
+		d.PendingCommit == nil && (d.Lease == nil || d.Lease.State == LeaseFree) {
+		// No directory and no message, or what a deletion leaves (the lock
+		// file, a released lease).
+		return d, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
 	}
 	return d, nil
 }
@@ -362,6 +437,8 @@ func pendingInfo(lr loggedRecord, key string) PendingCommitInfo {
 			pc.Keys = append(pc.Keys, m.Key)
 			pc.Delete += len(m.Delete)
 		}
+	case kindGW, kindGWAct:
+		gwPendingInfo(&pc, rec, key)
 	}
 	return pc
 }
@@ -377,8 +454,14 @@ func (p *FSProvider) PendingCommits(ctx context.Context) ([]PendingCommitInfo, e
 	}
 	var out []PendingCommitInfo
 	for _, lr := range recs {
-		if lr.rec.Kind == kindWorkAck {
-			if c, ok, err := p.workQ.PeekClaim(lr.rec.Item); err == nil && ok && workMark(c) == lr.rec.CommitID {
+		if lr.rec.Kind == kindWorkAck || lr.rec.Kind == kindGWAct {
+			q := p.workQ
+			if lr.rec.Kind == kindGWAct {
+				if q = p.gwActQueueOf(lr.rec); q == nil {
+					continue
+				}
+			}
+			if c, ok, err := q.PeekClaim(lr.rec.Item); err == nil && ok && workMark(c) == lr.rec.CommitID {
 				out = append(out, pendingInfo(lr, lr.rec.Item))
 			}
 			continue
@@ -571,18 +654,21 @@ func (p *FSProvider) Leases(ctx context.Context) ([]LeaseInfo, error) {
 
 // QueueStat describes one queue at one instant.
 type QueueStat struct {
-	// Queue is "orchestrator" or "worker".
+	// Queue is "orchestrator", "worker", or the directory name of a
+	// go-workflows queue ("gw-workflow-<q>", "gw-activity-<q>").
 	Queue string `json:"queue"`
 	// Messages counts published message files.
 	Messages int `json:"messages"`
 	// Ready counts messages that are visible and not locked.
 	Ready int `json:"ready"`
 	// Locked counts messages in the batch of a live instance lease
-	// (orchestrator) or under a live claim (worker).
+	// (orchestrator, gw-workflow-*) or under a live claim (worker,
+	// gw-activity-*).
 	Locked int `json:"locked"`
 	// Delayed counts messages not yet visible (timers included).
 	Delayed int `json:"delayed"`
-	// Timers counts TimerFired messages not yet due; NextTimerAtMs is the
+	// Timers counts timers not yet due (TimerFired messages, go-workflows
+	// future events); NextTimerAtMs is the
 	// earliest one's due time (0: none).
 	Timers        int   `json:"timers"`
 	NextTimerAtMs int64 `json:"next_timer_at_ms,omitempty"`
@@ -591,39 +677,63 @@ type QueueStat struct {
 	OldestReadyEnqueuedAtMs int64 `json:"oldest_ready_enqueued_at_ms,omitempty"`
 	// Staged counts staged (written, unpublished) messages.
 	Staged int `json:"staged"`
-	// Claims counts claim files; Acked those of acked work items whose
-	// cleanup is pending.
+	// Claims counts claim files; Acked those of acked work items (or
+	// completed activity tasks) whose cleanup is pending.
 	Claims int `json:"claims"`
 	Acked  int `json:"acked"`
 	// Kinds counts messages per work item kind.
 	Kinds map[string]int `json:"kinds"`
 }
 
-// QueueStats describes both queues.
+// QueueStats describes both queues, and the go-workflows queues.
 type QueueStats struct {
 	// AtMs is when the snapshot was taken (ms since the Unix epoch).
 	AtMs         int64     `json:"at_ms"`
 	Orchestrator QueueStat `json:"orchestrator"`
 	Worker       QueueStat `json:"worker"`
+	// Workflow are the go-workflows queues (queues/gw-*, fs_gw.go), by
+	// directory name: "gw-workflow-<q>" holds the pending events of the
+	// executions of workflow queue q (Locked: in the batch of a live
+	// workflow task; Timers: future events), "gw-activity-<q>" the activity
+	// tasks of queue q (Locked: under a live claim; Acked: a completion
+	// committed and not yet applied). Kinds count event types, and
+	// "ActivityTask".
+	Workflow []QueueStat `json:"workflow,omitempty"`
 }
 
-// QueueStats counts the messages of both queues by state: ready, locked,
-// delayed (with timers separately), staged, and worker claims.
+// QueueStats counts the messages of both queues and of the go-workflows
+// queues by state: ready, locked, delayed (with timers separately), staged,
+// and claims.
 func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 	nowMs := p.nowMs()
 	st := QueueStats{AtMs: nowMs,
 		Orchestrator: QueueStat{Queue: "orchestrator", Kinds: map[string]int{}},
 		Worker:       QueueStat{Queue: "worker", Kinds: map[string]int{}}}
-
-	o := &st.Orchestrator
-	entries, err := p.orchQ.List()
+	err := p.leasedQueueStat(ctx, p.orchQ, &st.Orchestrator, nowMs,
+		func(e fsqueue.Entry) string { return e.Attrs[attrKind] },
+		func(e fsqueue.Entry) bool { return e.Attrs[attrKind] == "TimerFired" })
 	if err != nil {
-		return st, fmt.Errorf("durofs: list orchestrator queue: %w", err)
+		return st, err
+	}
+	if err := p.claimedQueueStat(p.workQ, &st.Worker, nowMs, "ActivityExecute"); err != nil {
+		return st, err
+	}
+	st.Workflow, err = p.gwQueueStats(ctx, nowMs)
+	return st, err
+}
+
+// leasedQueueStat counts the messages of a queue whose messages an instance
+// lease locks (in its batch): the orchestrator queue, a go-workflows
+// workflow queue.
+func (p *FSProvider) leasedQueueStat(ctx context.Context, q *fsqueue.Queue, o *QueueStat, nowMs int64, kindOf func(fsqueue.Entry) string, isTimer func(fsqueue.Entry) bool) error {
+	entries, err := q.List()
+	if err != nil {
+		return fmt.Errorf("durofs: list %s queue: %w", o.Queue, err)
 	}
 	states := map[string]orchState{} // key → queue state of a live lease (nil batch: none)
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
-			return st, err
+			return err
 		}
 		key := e.Attrs[attrKey]
 		ost, seen := states[key]
@@ -637,15 +747,14 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			states[key] = ost
 		}
 		o.Messages++
-		kind := e.Attrs[attrKind]
-		o.Kinds[kind]++
+		o.Kinds[kindOf(e)]++
 		vis := max(e.VisibleAtMs, ost.Delayed[e.Name])
 		switch {
 		case slices.Contains(ost.Batch, e.Name):
 			o.Locked++
 		case vis > nowMs:
 			o.Delayed++
-			if kind == "TimerFired" {
+			if isTimer(e) {
 				o.Timers++
 				if o.NextTimerAtMs == 0 || vis < o.NextTimerAtMs {
 					o.NextTimerAtMs = vis
@@ -658,20 +767,25 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			}
 		}
 	}
-	if staged, err := p.orchQ.Staged(); err == nil {
-		o.Staged = len(staged)
-	} else {
-		return st, fmt.Errorf("durofs: %w", err)
-	}
-
-	w := &st.Worker
-	claims := map[string]fsqueue.Claim{}
-	names, err := p.workQ.Claims()
+	staged, err := q.Staged()
 	if err != nil {
-		return st, fmt.Errorf("durofs: %w", err)
+		return fmt.Errorf("durofs: %w", err)
+	}
+	o.Staged = len(staged)
+	return nil
+}
+
+// claimedQueueStat counts the messages of a queue whose messages claims
+// lock (peek-lock): the worker queue, a go-workflows activity queue. Every
+// message is of kind kind.
+func (p *FSProvider) claimedQueueStat(q *fsqueue.Queue, w *QueueStat, nowMs int64, kind string) error {
+	claims := map[string]fsqueue.Claim{}
+	names, err := q.Claims()
+	if err != nil {
+		return fmt.Errorf("durofs: %w", err)
 	}
 	for _, n := range names {
-		data, err := p.fs.ReadFile(filepath.Join(p.workQ.Dir(), "claims", n+".json"))
+		data, err := p.fs.ReadFile(filepath.Join(q.Dir(), "claims", n+".json"))
 		if err != nil {
 			continue
 		}
@@ -684,13 +798,13 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			}
 		}
 	}
-	wentries, err := p.workQ.List()
+	wentries, err := q.List()
 	if err != nil {
-		return st, fmt.Errorf("durofs: list worker queue: %w", err)
+		return fmt.Errorf("durofs: list %s queue: %w", w.Queue, err)
 	}
 	for _, e := range wentries {
 		w.Messages++
-		w.Kinds["ActivityExecute"]++
+		w.Kinds[kind]++
 		c, hasClaim := claims[e.Name]
 		vis := e.VisibleAtMs
 		if hasClaim && c.VisibleAtMs != 0 {
@@ -708,12 +822,12 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 			}
 		}
 	}
-	if staged, err := p.workQ.Staged(); err == nil {
-		w.Staged = len(staged)
-	} else {
-		return st, fmt.Errorf("durofs: %w", err)
+	staged, err := q.Staged()
+	if err != nil {
+		return fmt.Errorf("durofs: %w", err)
 	}
-	return st, nil
+	w.Staged = len(staged)
+	return nil
 }
 
 // HistoryRecord is one record of a history file.
@@ -755,7 +869,7 @@ func (p *FSProvider) HistoryRecords(ctx context.Context, instance string, execut
 			return HistoryDump{}, Retryablef(op, err, "%v", err)
 		}
 		if exec == 0 {
-			return HistoryDump{}, Permanentf(op, ErrNotFound, "Instance %s has no execution (no directory under %s)", instance, filepath.Join(p.instDir(key), "executions"))
+			return HistoryDump{}, Permanentf(op, ErrNotFound, "Instance %s not found: it has no execution (no directory under %s)", instance, filepath.Join(p.instDir(key), "executions"))
 		}
 		executionID = exec
 	}

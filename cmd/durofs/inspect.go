@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,11 +21,20 @@ import (
 
 // lsCmd is "durofs ls".
 func lsCmd(args []string, stdout, stderr io.Writer) int {
-	c := newCLI("durofs ls", "durofs ls [--status S] [--dir D] [--json]",
-		"Lists the instances (newest first) with their name, version, status, current execution and times.", stdout, stderr)
-	status := c.fs.String("status", "", "only instances whose current status is `S` (Running, Completed, Failed, ContinuedAsNew)")
+	c := newCLI("durofs ls", "durofs ls [--status S] [--dir D] [--json]", `
+Lists the instances (newest first) with their name, version, status, current
+execution and times. An instance that was started but has no turn acked yet
+(its start message is queued) is listed as Pending.`, stdout, stderr)
+	status := c.fs.String("status", "", "only instances whose current status is `S`: "+strings.Join(lsStatuses, ", "))
 	if _, code, ok := c.parse(args, 0, 0); !ok {
 		return code
+	}
+	if *status != "" {
+		i := slices.IndexFunc(lsStatuses, func(s string) bool { return strings.EqualFold(s, *status) })
+		if i < 0 {
+			return c.usageErr("unknown --status %q (one of %s)", *status, strings.Join(lsStatuses, ", "))
+		}
+		*status = lsStatuses[i]
 	}
 	p, err := c.openRead()
 	if err != nil {
@@ -50,6 +60,9 @@ func lsCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%d instance(s)\n", len(list))
 	return exitOK
 }
+
+// lsStatuses are the values of durofs ls --status.
+var lsStatuses = []string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew, provider.StatusPending}
 
 // showCmd is "durofs show".
 func showCmd(args []string, stdout, stderr io.Writer) int {
@@ -85,9 +98,14 @@ custom status, parent and children, lease, pending commit and queued messages.`,
 	case d.Problem != "":
 		row("instance.json", "UNREADABLE: %s", d.Problem)
 	case !d.HasInstanceFile:
-		row("instance.json", "none (never acked, or deleted)")
+		row("instance.json", "none (no turn acked yet, or deleted)")
+		if slices.ContainsFunc(d.Messages, func(m provider.QueuedMessage) bool { return m.Kind == "StartOrchestration" }) {
+			row("status", "%s (started: its start message is queued, no turn acked yet)", provider.StatusPending)
+		}
 	default:
-		if d.HasRecord {
+		if d.HasRecord && len(d.Workflow) > 0 {
+			row("workflow", "%s (go-workflows)", d.Name)
+		} else if d.HasRecord {
 			row("orchestration", "%s, version %s", d.Name, d.Version)
 		} else {
 			row("orchestration", "- (no instance record)")
@@ -140,6 +158,24 @@ custom status, parent and children, lease, pending commit and queued messages.`,
 	}
 	tw.Flush()
 
+	if len(d.Workflow) > 0 {
+		fmt.Fprintln(stdout, "\ngo-workflows executions:")
+		tw = c.table()
+		fmt.Fprintln(tw, "  EXEC\tEXECUTION ID\tWORKFLOW\tQUEUE\tSTATE\tEVENTS\tLAST SEQ\tPARENT")
+		for _, w := range d.Workflow {
+			state := w.State
+			if w.Failed {
+				state += " (failed)"
+			}
+			parent := "-"
+			if w.Parent != nil {
+				parent = fmt.Sprintf("%s/%s event %d", w.Parent.InstanceID, w.Parent.ExecutionID, w.Parent.EventID)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", w.Number, w.ExecutionID, orDash(w.Name), w.Queue, state, w.Events, w.LastSequenceID, parent)
+		}
+		tw.Flush()
+	}
+
 	fmt.Fprintf(stdout, "\nqueued messages: %d\n", len(d.Messages))
 	if len(d.Messages) > 0 {
 		tw = c.table()
@@ -183,6 +219,11 @@ func describeCommit(pc provider.PendingCommitInfo) string {
 		return fmt.Sprintf("deletion of %d instance(s) (log record %s at %s)", len(pc.Keys), pc.ID, pc.LSN)
 	case "work_ack":
 		return fmt.Sprintf("ack of work item %s: %d completion(s) to publish (log record %s at %s)", pc.Key, pc.Publish, pc.ID, pc.LSN)
+	case "gw":
+		return fmt.Sprintf("go-workflows %s of %d instance(s), committed %s: %d event(s) to append, %d message(s) to publish, %d to delete (log record %s at %s)",
+			pc.Op, len(pc.Keys), fmtTime(pc.CommittedAtMs), pc.Events, pc.Publish, pc.Delete, pc.ID, pc.LSN)
+	case "gw_act":
+		return fmt.Sprintf("completion of go-workflows activity task %s: %d result(s) to publish (log record %s at %s)", pc.Key, pc.Publish, pc.ID, pc.LSN)
 	}
 	return fmt.Sprintf("%s of execution %d, fence %d, committed %s: %d event(s), %d message(s) to publish, %d to delete (log record %s at %s)",
 		pc.Kind, pc.ExecutionID, pc.Fence, fmtTime(pc.CommittedAtMs), pc.Events, pc.Publish, pc.Delete, pc.ID, pc.LSN)
@@ -352,9 +393,11 @@ func queuesCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs queues", "durofs queues [--dir D] [--json]",
 		`Shows each queue's depth: messages ready, locked (by an instance lease or a
 work-item claim) and delayed, the age of the oldest ready message, pending
-timers and the next one due, staged messages and claims; and the messages
-queued for instances that were never started, which stay queued until their
-start arrives or "durofs drain" deletes them.`, stdout, stderr)
+timers and the next one due, staged messages and claims; the go-workflows
+queues: gw-workflow-<q> (pending events of workflow queue q, locked by a
+workflow task) and gw-activity-<q> (activity tasks, locked by a claim); and
+the messages queued for instances that were never started, which stay queued
+until their start arrives or "durofs drain" deletes them.`, stdout, stderr)
 	if _, code, ok := c.parse(args, 0, 0); !ok {
 		return code
 	}
@@ -377,9 +420,10 @@ start arrives or "durofs drain" deletes them.`, stdout, stderr)
 		return c.printJSON(queuesReport{QueueStats: st, NeverStarted: orphans})
 	}
 	now := time.UnixMilli(st.AtMs)
+	all := append([]provider.QueueStat{st.Orchestrator, st.Worker}, st.Workflow...)
 	tw := c.table()
 	fmt.Fprintln(tw, "QUEUE\tMESSAGES\tREADY\tLOCKED\tDELAYED\tOLDEST READY\tTIMERS\tNEXT TIMER\tSTAGED\tCLAIMS")
-	for _, q := range []provider.QueueStat{st.Orchestrator, st.Worker} {
+	for _, q := range all {
 		oldest := "-"
 		if q.OldestReadyEnqueuedAtMs != 0 {
 			oldest = roundDur(now.Sub(time.UnixMilli(q.OldestReadyEnqueuedAtMs))).String()
@@ -389,7 +433,7 @@ start arrives or "durofs drain" deletes them.`, stdout, stderr)
 			next = fmtTime(q.NextTimerAtMs) + " (" + fmtRel(q.NextTimerAtMs, now) + ")"
 		}
 		claims := "-"
-		if q.Queue == "worker" {
+		if q.Queue == "worker" || strings.HasPrefix(q.Queue, "gw-activity-") {
 			claims = strconv.Itoa(q.Claims)
 			if q.Acked > 0 {
 				claims += fmt.Sprintf(" (%d acked)", q.Acked)
@@ -398,7 +442,7 @@ start arrives or "durofs drain" deletes them.`, stdout, stderr)
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%s\n", q.Queue, q.Messages, q.Ready, q.Locked, q.Delayed, oldest, q.Timers, next, q.Staged, claims)
 	}
 	tw.Flush()
-	for _, q := range []provider.QueueStat{st.Orchestrator, st.Worker} {
+	for _, q := range all {
 		if len(q.Kinds) == 0 {
 			continue
 		}
@@ -527,6 +571,9 @@ type statsReport struct {
 		CompletedInstances uint64 `json:"completed_instances"`
 		FailedInstances    uint64 `json:"failed_instances"`
 		TotalEvents        uint64 `json:"total_events"`
+		// PendingInstances were started (a start message is queued) but
+		// have no turn acked yet; the other counts do not include them.
+		PendingInstances uint64 `json:"pending_instances"`
 	} `json:"metrics"`
 	QueueDepths struct {
 		Orchestrator uint64 `json:"orchestrator"`
@@ -545,9 +592,10 @@ type statsReport struct {
 // statsCmd is "durofs stats".
 func statsCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs stats", "durofs stats [--dir D] [--json]",
-		`Shows the system metrics (Admin get_system_metrics), the queue depths (Admin
-get_queue_depths and durofs queues), pending commits and the disk usage of each
-area of the directory.`, stdout, stderr)
+		`Shows the system metrics (Admin get_system_metrics) and the instances started
+but not yet acked (pending), the queue depths (Admin get_queue_depths and
+durofs queues), pending commits and the disk usage of each area of the
+directory.`, stdout, stderr)
 	if _, code, ok := c.parse(args, 0, 0); !ok {
 		return code
 	}
@@ -565,6 +613,11 @@ area of the directory.`, stdout, stderr)
 	}
 	r.Metrics.TotalInstances, r.Metrics.TotalExecutions, r.Metrics.TotalEvents = m.TotalInstances, m.TotalExecutions, m.TotalEvents
 	r.Metrics.RunningInstances, r.Metrics.CompletedInstances, r.Metrics.FailedInstances = m.RunningInstances, m.CompletedInstances, m.FailedInstances
+	pending, err := p.Instances(ctx, provider.StatusPending)
+	if err != nil {
+		return c.fail(err)
+	}
+	r.Metrics.PendingInstances = uint64(len(pending))
 	qd, err := p.GetQueueDepths(ctx)
 	if err != nil {
 		return c.fail(err)
@@ -595,6 +648,7 @@ area of the directory.`, stdout, stderr)
 	tw := c.table()
 	fmt.Fprintf(tw, "instances\t%d (running %d, completed %d, failed %d)\n", r.Metrics.TotalInstances,
 		r.Metrics.RunningInstances, r.Metrics.CompletedInstances, r.Metrics.FailedInstances)
+	fmt.Fprintf(tw, "pending\t%d (started: a start message is queued, no turn acked yet)\n", r.Metrics.PendingInstances)
 	fmt.Fprintf(tw, "executions\t%d\n", r.Metrics.TotalExecutions)
 	fmt.Fprintf(tw, "events\t%d\n", r.Metrics.TotalEvents)
 	fmt.Fprintf(tw, "queue depths\torchestrator %d, worker %d (unlocked messages)\n", r.QueueDepths.Orchestrator, r.QueueDepths.Worker)

@@ -11,6 +11,8 @@
 //	event <key>/<n> #<id> <event JSON>
 //	orch <payload JSON>          a published orchestrator-queue message
 //	work <payload JSON>          a published worker-queue message
+//	gw:<queue dir> <payload>     a published message of a go-workflows queue
+//	                             (queues/gw-workflow-*, queues/gw-activity-*)
 //
 // Commits still pending after recovery are problems: a lease or an acked
 // claim whose pending mark names a record of the write-ahead log (since its
@@ -104,9 +106,20 @@ func TakeWith(fsys vfs.FS, dir string, opts Options) (*Snapshot, error) {
 	if err := s.readInstances(fsys, dir); err != nil {
 		return nil, err
 	}
-	for _, q := range []string{"orchestrator", "worker"} {
-		if err := s.readQueue(fsys, filepath.Join(dir, "queues", q), q); err != nil {
+	for _, q := range []struct{ dir, label string }{{"orchestrator", "orch"}, {"worker", "work"}} {
+		if err := s.readQueue(fsys, filepath.Join(dir, "queues", q.dir), q.dir, q.label); err != nil {
 			return nil, err
+		}
+	}
+	queues, err := readDir(fsys, filepath.Join(dir, "queues"))
+	if err != nil {
+		return nil, fmt.Errorf("crashcheck: %w", err)
+	}
+	for _, q := range queues {
+		if strings.HasPrefix(q, "gw-") && !strings.HasPrefix(q, tempPrefix) {
+			if err := s.readQueue(fsys, filepath.Join(dir, "queues", q), q, "gw:"+q); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := s.readTemps(fsys, filepath.Join(dir, "tmp")); err != nil {
@@ -228,6 +241,14 @@ func canonical(data []byte, volatile []string, nested map[string][]string) (stri
 			scrub(sub, vol)
 		}
 	}
+	if gw, ok := m["gw"].(map[string]any); ok {
+		execs, _ := gw["executions"].([]any)
+		for _, e := range execs {
+			if em, ok := e.(map[string]any); ok {
+				scrub(em, gwExecVolatile)
+			}
+		}
+	}
 	out, err := json.Marshal(m)
 	return string(out), err
 }
@@ -246,6 +267,9 @@ var (
 	instanceVolatile = []string{"updated_at_ms", "last_fence", "completed_at_ms!"}
 	recordVolatile   = []string{"created_at_ms", "updated_at_ms"}
 	stateVolatile    = []string{"started_at_ms", "completed_at_ms!"}
+	// gwExecVolatile are the volatile fields of each go-workflows execution
+	// in instance.json's "gw".
+	gwExecVolatile = []string{"created_ns", "completed_ns!"}
 )
 
 func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
@@ -363,12 +387,11 @@ func isMessageFile(name string) bool {
 	return ok && len(base) == ulidLen && !strings.HasPrefix(base, ".")
 }
 
-func (s *Snapshot) readQueue(fsys vfs.FS, qdir, queue string) error {
+func (s *Snapshot) readQueue(fsys vfs.FS, qdir, queue, label string) error {
 	names, err := readDir(fsys, qdir)
 	if err != nil {
 		return fmt.Errorf("crashcheck: %w", err)
 	}
-	label := map[string]string{"orchestrator": "orch", "worker": "work"}[queue]
 	present := map[string]bool{}
 	for _, n := range names {
 		switch {

@@ -54,9 +54,12 @@ const (
 
 // Recovery flavors: how a crash image is recovered and checked.
 const (
-	// flavorReplay recovers alone: Open finds no other process and replays
-	// the log from the checkpoint, rewriting every byte (what happens when
-	// the last process of a directory died, or after a power loss).
+	// flavorReplay recovers alone after a simulated reboot (wal/boot, the
+	// boot id the log was last used in, removed): Open finds no other
+	// process and replays the log from the checkpoint, rewriting every byte
+	// (what happens after a power loss or an OS crash). Without the reboot
+	// a process alone would not replay: the page cache holds what the dead
+	// applied.
 	flavorReplay = "replay"
 	// flavorShared recovers while another process holds the log open (the
 	// test process, through a bare wal.Open): no replay; Open's recovery
@@ -68,22 +71,50 @@ const (
 
 var flavors = []string{flavorReplay, flavorShared}
 
-// seeds are crash points that leave an operation behind that recovery must
+// seed is a crash point that leaves an operation behind that recovery must
 // finish or undo; the sweep also crashes the recovery of each, in each
 // flavor, at every failpoint it reaches.
-var seeds = []struct {
+type seed struct {
 	name string
 	step int
-}{
-	{"commit.after_mark", 2},            // lease marked, no record, staged messages: a commit that never happened
-	{"commit.after_append", 2},          // record appended, not yet synced
-	{"ack.after_commit", 2},             // publishes to both queues, consumes the start
-	{"ack.after_commit", 5},             // deletes three messages and a queued cancelled activity
-	{"workack.after_mark", 4},           // claim marked acked, no record
-	{"workack.after_commit", 4},         // completion staged, claim acked, record logged
-	{"prune.after_commit", 15},          // two executions to remove
-	{"delete.after_commit", 20},         // committed, nothing applied
-	{"delete.after_member_applied", 20}, // committed, one of two instances applied
+}
+
+// seeds are the seeds of each script (script.ByName).
+var seeds = map[string][]seed{
+	script.Duroxide: {
+		{"commit.after_mark", 2},            // lease marked, no record, staged messages: a commit that never happened
+		{"commit.after_append", 2},          // record appended, not yet synced
+		{"ack.after_commit", 2},             // publishes to both queues, consumes the start
+		{"ack.after_commit", 5},             // deletes three messages and a queued cancelled activity
+		{"workack.after_mark", 4},           // claim marked acked, no record
+		{"workack.after_commit", 4},         // completion staged, claim acked, record logged
+		{"prune.after_commit", 15},          // two executions to remove
+		{"delete.after_commit", 20},         // committed, nothing applied
+		{"delete.after_member_applied", 20}, // committed, one of two instances applied
+	},
+	script.GoWorkflows: {
+		{"gw.before_commit", 3},     // staged events and activity task, no mark: a completion that never happened
+		{"commit.after_mark", 3},    // two leases marked (P and the C it creates), no record
+		{"gw.after_commit", 3},      // a record of two parts, nothing applied
+		{"gw.after_part", 3},        // C's part applied, P's not
+		{"gwact.after_mark", 4},     // claim marked, result staged, no record
+		{"gwact.after_commit", 4},   // activity completion logged, not applied
+		{"gw.after_commit", 6},      // continue-as-new, the old execution removed in the same record
+		{"delete.after_commit", 12}, // deletion of a running instance: its timer, an activity's result, a claimed task
+		{"gw.after_commit", 8},      // removal of a finished execution
+	},
+}
+
+// scripts are the scripts the sweep runs: the duroxide contract and the
+// go-workflows engine (DUROFS_SWEEP_SCRIPT=duroxide or gw runs one).
+func scripts(t *testing.T) []string {
+	if name := os.Getenv("DUROFS_SWEEP_SCRIPT"); name != "" {
+		if _, err := script.ByName(name); err != nil {
+			t.Fatalf("DUROFS_SWEEP_SCRIPT: %v", err)
+		}
+		return []string{name}
+	}
+	return []string{script.Duroxide, script.GoWorkflows}
 }
 
 func TestCrashPointSweep(t *testing.T) {
@@ -99,29 +130,46 @@ func TestCrashPointSweep(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags crashtest: %v\n%s", err, out)
 	}
-	// Both durability modes: they share the commit path but not the
-	// checkpoint's fsyncs, and every failpoint must be swept in at least one.
+	// Both scripts, in both durability modes: they share the commit path but
+	// not the checkpoint's fsyncs, and every failpoint must be swept in at
+	// least one.
 	swept := map[string]bool{}
-	modes := sweepModes(t)
-	for _, d := range modes {
-		t.Run(d.String(), func(t *testing.T) {
-			for name := range sweepMode(t, bin, d) {
-				swept[name] = true
-			}
-		})
+	flavorsBy := map[provider.Durability]map[string]map[string]bool{} // mode → failpoint → recovery flavors
+	modes, names := sweepModes(t), scripts(t)
+	for _, sc := range names {
+		for _, d := range modes {
+			t.Run(sc+"/"+d.String(), func(t *testing.T) {
+				if flavorsBy[d] == nil {
+					flavorsBy[d] = map[string]map[string]bool{}
+				}
+				for name, fls := range sweepMode(t, bin, sc, d) {
+					swept[name] = true
+					if flavorsBy[d][name] == nil {
+						flavorsBy[d][name] = map[string]bool{}
+					}
+					for fl := range fls {
+						flavorsBy[d][name][fl] = true
+					}
+				}
+			})
+		}
 	}
-	if t.Failed() || len(modes) < 2 {
+	if t.Failed() || len(modes) < 2 || len(names) < 2 {
 		return // a partial sweep need not reach every failpoint
 	}
 	static := staticFailpoints(t)
 	for _, name := range static {
 		if isGoWorkflowsFailpoint(name) {
-			// The go-workflows engine operations (provider/fs_gw*.go) are
-			// exercised by goworkflows/'s own crash tests and the
-			// interrupted-commit tests of provider/fs_gw_test.go; this
-			// sweep's script drives the duroxide contract only. Known gap:
-			// no SIGKILL at each gw failpoint yet.
-			continue
+			// The go-workflows engine's failpoints are killed at in both
+			// modes, and each crash recovered both alone and beside a live
+			// process.
+			for _, d := range modes {
+				for _, fl := range flavors {
+					if !flavorsBy[d][name][fl] {
+						t.Errorf("failpoint %q was never killed at in %s mode with %s recovery", name, d, fl)
+					}
+				}
+			}
 		}
 		if !swept[name] {
 			t.Errorf("failpoint %q is in the source but was never swept: make the crash script or a seed reach it", name)
@@ -155,13 +203,18 @@ func sweepModes(t *testing.T) []provider.Durability {
 	return nil
 }
 
-// sweepMode runs the crash-point sweep in one durability mode and returns
-// the failpoints it swept.
-func sweepMode(t *testing.T, bin string, mode provider.Durability) map[string]bool {
+// sweepMode runs the crash-point sweep of the script called scriptName in
+// one durability mode and returns the failpoints it swept, each with the
+// recovery flavors of its crashes.
+func sweepMode(t *testing.T, bin, scriptName string, mode provider.Durability) map[string]map[string]bool {
 	start := time.Now()
 	work := t.TempDir()
-	s := &sweep{t: t, bin: bin, work: work, mode: mode}
-	s.ref = reference(t, filepath.Join(work, "ref"), mode)
+	steps, err := script.ByName(scriptName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sweep{t: t, bin: bin, work: work, mode: mode, scriptName: scriptName, steps: steps}
+	s.ref = reference(t, filepath.Join(work, "ref"), mode, steps)
 
 	// Discovery: one clean run that lists every failpoint hit, by step.
 	listPath := filepath.Join(work, "list")
@@ -190,7 +243,7 @@ func sweepMode(t *testing.T, bin string, mode provider.Durability) map[string]bo
 	// each flavor.
 	var rcases []*sweepCase
 	recoveryHits := map[string]bool{}
-	for _, sd := range seeds {
+	for _, sd := range seeds[scriptName] {
 		nth := slices.Index(hits[sd.name], sd.step) + 1
 		if nth == 0 {
 			t.Fatalf("seed %s is not hit in step %d", sd.name, sd.step)
@@ -249,20 +302,23 @@ func sweepMode(t *testing.T, bin string, mode provider.Durability) map[string]bo
 			bad++
 		}
 	}
-	t.Logf("crash-point sweep (%s): %d script steps, %d failpoints reached by the script, %d by recovery\n%s",
-		mode, script.Len(), len(hits), len(recoveryHits), b.String())
+	t.Logf("crash-point sweep (%s script, %s): %d script steps, %d failpoints reached by the script, %d by recovery\n%s",
+		scriptName, mode, len(steps), len(hits), len(recoveryHits), b.String())
 	outcomes := map[string]int{}
 	for _, c := range append(slices.Clone(cases), rcases...) {
 		outcomes[c.outcome]++
 	}
-	t.Logf("crash-point sweep (%s): %d crash runs (%d in the script, %d in recovery), in-flight operation: %d applied, %d not applied, %d without durable effect; %d violations, %v",
-		mode, len(cases)+len(rcases), len(cases), len(rcases), outcomes["applied"], outcomes["not applied"], outcomes["no change"], bad, time.Since(start).Round(time.Millisecond))
+	t.Logf("crash-point sweep (%s script, %s): %d crash runs (%d in the script, %d in recovery), in-flight operation: %d applied, %d not applied, %d without durable effect; %d violations, %v",
+		scriptName, mode, len(cases)+len(rcases), len(cases), len(rcases), outcomes["applied"], outcomes["not applied"], outcomes["no change"], bad, time.Since(start).Round(time.Millisecond))
 	if bad > 0 {
 		t.Errorf("%d of %d crash runs violated an invariant (table above)", bad, len(cases)+len(rcases))
 	}
-	swept := map[string]bool{}
+	swept := map[string]map[string]bool{}
 	for _, c := range append(cases, rcases...) {
-		swept[c.point] = true
+		if swept[c.point] == nil {
+			swept[c.point] = map[string]bool{}
+		}
+		swept[c.point][c.flavor] = true
 	}
 	return swept
 }
@@ -280,13 +336,15 @@ func (s *sweep) flavorsFor(i int) []string {
 
 // sweep holds what every crash run shares.
 type sweep struct {
-	t    *testing.T
-	bin  string
-	work string
-	ref  []*crashcheck.Snapshot // ref[i] = state after step i (ref[0]: after open)
-	mode provider.Durability
-	mu   sync.Mutex
-	n    int
+	t          *testing.T
+	bin        string
+	work       string
+	scriptName string
+	steps      []script.Step
+	ref        []*crashcheck.Snapshot // ref[i] = state after step i (ref[0]: after open)
+	mode       provider.Durability
+	mu         sync.Mutex
+	n          int
 }
 
 // sweepCase is one crash run and its verdict.
@@ -353,7 +411,7 @@ func (s *sweep) runAll(cases []*sweepCase, fn func(c *sweepCase, dir string, rem
 func (s *sweep) run(dir string, env []string, args ...string) (string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	args = append([]string{"-dir", dir, "-segment-size", strconv.Itoa(segmentSize)}, args...)
+	args = append([]string{"-dir", dir, "-segment-size", strconv.Itoa(segmentSize), "-script", s.scriptName}, args...)
 	if s.mode == provider.ProcessCrashSafe {
 		args = append(args, "-nosync")
 	}
@@ -386,6 +444,11 @@ func (s *sweep) run(dir string, env []string, args ...string) (string, string) {
 // runFlavor is run with flavor's setup: with flavorShared, this process
 // holds dir's log open meanwhile, so the worker does not have it alone.
 func (s *sweep) runFlavor(flavor, dir string, env []string, args ...string) (out, status string, err error) {
+	if flavor == flavorReplay {
+		if err := simulateReboot(dir); err != nil {
+			return "", "", err
+		}
+	}
 	if flavor == flavorShared {
 		release, err := holdLog(dir)
 		if err != nil {
@@ -395,6 +458,16 @@ func (s *sweep) runFlavor(flavor, dir string, env []string, args ...string) (out
 	}
 	out, status = s.run(dir, env, args...)
 	return out, status, nil
+}
+
+// simulateReboot removes dir's wal/boot, the boot id its log was last used
+// in: the next process to open dir alone takes it for a directory used
+// before a reboot and replays the log.
+func simulateReboot(dir string) error {
+	if err := os.Remove(filepath.Join(dir, "wal", "boot")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("simulate a reboot: %w", err)
+	}
+	return nil
 }
 
 // holdLog registers this process in dir's write-ahead log, as another
@@ -506,7 +579,7 @@ func (s *sweep) verify(c *sweepCase, dir string, remainder bool) {
 	if !remainder {
 		return
 	}
-	if from <= script.Len() {
+	if from <= len(s.steps) {
 		out, status := s.run(dir, nil, "-from", strconv.Itoa(from), "-skew", remainderSkew.String())
 		if status != "exit 0" {
 			c.fail("rest of the script (from step %d) after recovery failed: %s: %s", from, status, lastLine(out))
@@ -536,6 +609,12 @@ func (s *sweep) check(c *sweepCase, snap *crashcheck.Snapshot) bool {
 }
 
 func (s *sweep) recoverAndSnapshot(c *sweepCase, dir string) *crashcheck.Snapshot {
+	if c.flavor == flavorReplay {
+		if err := simulateReboot(dir); err != nil {
+			c.fail("%v", err)
+			return nil
+		}
+	}
 	p, err := provider.Open(dir, testOptions(s.mode))
 	if err != nil {
 		c.fail("recovery (Open) failed: %v", err)
@@ -545,6 +624,7 @@ func (s *sweep) recoverAndSnapshot(c *sweepCase, dir string) *crashcheck.Snapsho
 	snap := s.snapshotOr(c, dir)
 	if snap != nil {
 		snap.Problems = append(snap.Problems, script.CheckReads(context.Background(), p)...)
+		snap.Problems = append(snap.Problems, script.CheckWorkflowReads(context.Background(), p)...)
 	}
 	return snap
 }
@@ -572,9 +652,9 @@ func testOptions(mode provider.Durability) provider.Options {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-// reference runs the script in this process and returns the state after
-// opening (index 0) and after each step.
-func reference(t *testing.T, dir string, mode provider.Durability) []*crashcheck.Snapshot {
+// reference runs the script's steps in this process and returns the state
+// after opening (index 0) and after each step.
+func reference(t *testing.T, dir string, mode provider.Durability, steps []script.Step) []*crashcheck.Snapshot {
 	t.Helper()
 	p, err := provider.Open(dir, testOptions(mode))
 	if err != nil {
@@ -596,8 +676,8 @@ func reference(t *testing.T, dir string, mode provider.Durability) []*crashcheck
 	}
 	ref := []*crashcheck.Snapshot{take()}
 	env := &script.Env{P: p}
-	for i := 1; i <= script.Len(); i++ {
-		if err := script.Run(context.Background(), env, i); err != nil {
+	for i := 1; i <= len(steps); i++ {
+		if err := script.RunStep(context.Background(), env, steps, i); err != nil {
 			t.Fatalf("reference run: %v", err)
 		}
 		ref = append(ref, take())
@@ -755,7 +835,7 @@ func copyTree(src, dst string) error {
 }
 
 // isGoWorkflowsFailpoint reports whether a failpoint belongs to the
-// go-workflows engine operations (see the exemption above).
+// go-workflows engine operations (provider/fs_gw*.go).
 func isGoWorkflowsFailpoint(name string) bool {
 	return strings.HasPrefix(name, "gw.") || strings.HasPrefix(name, "gwact.") || strings.HasPrefix(name, "gwredo.")
 }

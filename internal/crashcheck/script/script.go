@@ -1,7 +1,9 @@
 // Package script is the fixed, deterministic sequence of provider operations
 // that the crash suites run: the crash-point sweep (scripts/crashtest) kills
 // a process running it at every failpoint, and the power-loss simulation
-// (provider/powerloss_test.go) takes a crash image at every sync point.
+// (provider/powerloss_test.go) takes a crash image at every sync point. A
+// second script, GWSteps (gw.go), drives the go-workflows engine operations
+// the same way; the crash-point sweep runs both.
 //
 // The script touches every multi-file operation of the provider: enqueues to
 // both queues, orchestration turns whose acks carry worker items, orchestrator
@@ -51,16 +53,7 @@ func (e *Env) lock() time.Duration {
 }
 
 // Run runs step i (1-based) of Steps.
-func Run(ctx context.Context, e *Env, i int) error {
-	steps := Steps()
-	if i < 1 || i > len(steps) {
-		return fmt.Errorf("script: no step %d", i)
-	}
-	if err := steps[i-1].run(ctx, e); err != nil {
-		return fmt.Errorf("step %d (%s): %w", i, steps[i-1].Name, err)
-	}
-	return nil
-}
+func Run(ctx context.Context, e *Env, i int) error { return RunStep(ctx, e, Steps(), i) }
 
 // Len is the number of steps.
 func Len() int { return len(Steps()) }

@@ -5,8 +5,11 @@
 //
 // Usage:
 //
-//	fpworker -dir D [-from N] [-skew 1h] [-nosync] [-segment-size B]   run steps N.. of the script
-//	fpworker -dir D -recover [-nosync] [-segment-size B]               open (which recovers) and exit
+//	fpworker -dir D [-script S] [-from N] [-skew 1h] [-nosync] [-segment-size B]   run steps N.. of the script
+//	fpworker -dir D -recover [-nosync] [-segment-size B]                           open (which recovers) and exit
+//
+// -script names the script (script.ByName): "duroxide" (the default, the
+// duroxide contract) or "gw" (the go-workflows engine operations).
 //
 // Open replays the write-ahead log if no other process has the directory
 // open, and otherwise only finishes what the log and the pending marks show
@@ -55,9 +58,15 @@ func main() {
 	nosync := flag.Bool("nosync", false, "ProcessCrashSafe mode (no fsync)")
 	recoverOnly := flag.Bool("recover", false, "only open the directory (recovery) and exit")
 	segSize := flag.Int64("segment-size", 0, "write-ahead log segment size (0: the default)")
+	scriptName := flag.String("script", script.Duroxide, "the script to run: duroxide or gw")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "fpworker: -dir is required")
+		os.Exit(2)
+	}
+	steps, err := script.ByName(*scriptName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fpworker:", err)
 		os.Exit(2)
 	}
 	opts := provider.Options{
@@ -92,15 +101,15 @@ func main() {
 	}
 	ctx := context.Background()
 	env := &script.Env{P: p}
-	for i := *from; i <= script.Len(); i++ {
+	for i := *from; i <= len(steps); i++ {
 		if marks != nil {
 			fmt.Fprintf(marks, "# step %d\n", i)
 		}
-		if err := script.Run(ctx, env, i); err != nil {
+		if err := script.RunStep(ctx, env, steps, i); err != nil {
 			fmt.Printf("error %d %v\n", i, err)
 			os.Exit(3)
 		}
-		fmt.Printf("ok %d %s\n", i, script.Steps()[i-1].Name)
+		fmt.Printf("ok %d %s\n", i, steps[i-1].Name)
 	}
 	fmt.Println("done")
 }

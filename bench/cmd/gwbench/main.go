@@ -1,0 +1,93 @@
+// Command gwbench measures go-workflows workflows per second on the durofs
+// backend against go-workflows' SQLite backend (package
+// github.com/durofs/durofs/bench/gwbench): go-workflows' bench-tool tree and
+// a chain of sequential activities, at 1 process and at -procs worker
+// processes sharing one store. It prints a Markdown table with the ratios
+// and the goals (>= 1.0x at 1 process, >= 1.5x at several).
+//
+//	go run ./cmd/gwbench [-roots 20] [-chains 100] [-chain-len 10] [-procs 4] [-dir D]
+//
+// The stores go to -dir (default: a temporary directory on the disk of
+// $DUROBENCH_DIR or bench/.data), which must be on a real disk.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/durofs/durofs/bench/gwbench"
+)
+
+func main() {
+	if gwbench.IsWorker(os.Args[1:]) {
+		os.Exit(gwbench.WorkerMain(os.Args[1:]))
+	}
+	roots := flag.Int("roots", 20, "tree scenario: root workflows (15 workflows and 16 activities each)")
+	chains := flag.Int("chains", 100, "chain scenario: chains started")
+	chainLen := flag.Int("chain-len", 10, "chain scenario: sequential activities per chain")
+	procs := flag.Int("procs", 4, "worker processes of the multi-process runs")
+	dir := flag.String("dir", "", "where the stores go (default: a temporary directory under $DUROBENCH_DIR or .data)")
+	timeout := flag.Duration("timeout", 10*time.Minute, "time limit of one measurement")
+	flag.Parse()
+	if *dir == "" {
+		base := os.Getenv("DUROBENCH_DIR")
+		if base == "" {
+			base = ".data"
+		}
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			fail(err)
+		}
+		d, err := os.MkdirTemp(base, "gwbench-")
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("| scenario | processes | durofs wf/s | SQLite wf/s | ratio | goal |\n|---|---|---|---|---|---|\n")
+	for _, sc := range []string{gwbench.Tree, gwbench.ChainS} {
+		for _, p := range []int{1, *procs} {
+			per := map[string]float64{}
+			for _, be := range []string{gwbench.Durofs, gwbench.SQLite} {
+				cfg := gwbench.Config{Backend: be, Scenario: sc, Processes: p, Roots: *roots, Tree: gwbench.DefaultTree,
+					ChainLen: *chainLen, Dir: filepath.Join(*dir, fmt.Sprintf("%s-%s-%d", sc, be, p)), Timeout: *timeout}
+				if sc == gwbench.ChainS {
+					cfg.Roots = *chains
+				}
+				if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+					fail(err)
+				}
+				res, err := gwbench.Run(context.Background(), cfg, self)
+				if err != nil {
+					fail(fmt.Errorf("%s %s at %d process(es): %w", be, sc, p, err))
+				}
+				per[be] = res.PerSecond()
+				fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v (%d client calls retried on \"database is locked\")\n",
+					be, sc, p, res.Workflows, res.Elapsed.Round(time.Millisecond), res.Busy)
+			}
+			goal := 1.0
+			if p > 1 {
+				goal = 1.5
+			}
+			ratio := per[gwbench.Durofs] / per[gwbench.SQLite]
+			verdict := "PASS"
+			if ratio < goal {
+				verdict = fmt.Sprintf("MISS (goal %.1fx)", goal)
+			}
+			fmt.Printf("| %s | %d | %.1f | %.1f | %.2fx | %s |\n", sc, p, per[gwbench.Durofs], per[gwbench.SQLite], ratio, verdict)
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "gwbench:", err)
+	os.Exit(1)
+}

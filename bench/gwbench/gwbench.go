@@ -1,0 +1,265 @@
+// Package gwbench measures go-workflows workflows per second on the durofs
+// backend (github.com/durofs/durofs/goworkflows) against go-workflows' own
+// SQLite backend (one database file in WAL mode, as that backend configures
+// it), in two scenarios - the tree of go-workflows' bench tool (root → mid →
+// leaf workflows with activities) and a chain of sequential activities - at
+// one process (worker and client together) and at several worker processes
+// sharing one store (the measuring process is then only the client).
+// bench/cmd/gwbench runs the matrix; BENCHMARKS.md records a run.
+package gwbench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cschleiden/go-workflows/backend"
+	"github.com/cschleiden/go-workflows/backend/monoprocess"
+	"github.com/cschleiden/go-workflows/backend/sqlite"
+	"github.com/cschleiden/go-workflows/client"
+	"github.com/cschleiden/go-workflows/worker"
+	"github.com/cschleiden/go-workflows/workflow"
+
+	"github.com/durofs/durofs/goworkflows"
+	"github.com/durofs/durofs/provider"
+)
+
+// Backends and scenarios.
+const (
+	Durofs = "durofs"
+	SQLite = "sqlite"
+	Tree   = "tree"
+	ChainS = "chain"
+)
+
+// Config is one measurement.
+type Config struct {
+	Backend  string // Durofs or SQLite
+	Scenario string // Tree or ChainS
+	// Processes is the number of worker processes; 1 runs the worker in
+	// the measuring process itself.
+	Processes int
+	// Roots is the number of root workflows (tree) or chains started.
+	Roots    int
+	Tree     TreeInput
+	ChainLen int
+	// Dir is an empty directory for the store.
+	Dir     string
+	Timeout time.Duration
+}
+
+// Result is a measurement's outcome.
+type Result struct {
+	Config
+	// Workflows counts every workflow instance that finished (a tree's
+	// root, mids and leaves).
+	Workflows int
+	Elapsed   time.Duration
+	// Busy counts the client calls that failed because the store was
+	// locked by another process (SQLite's "database is locked") and were
+	// retried.
+	Busy int
+}
+
+// PerSecond is workflows per second.
+func (r Result) PerSecond() float64 { return float64(r.Workflows) / r.Elapsed.Seconds() }
+
+// DefaultTree is go-workflows' bench tool's default scenario.
+var DefaultTree = TreeInput{FanOut: 2, LeafFanOut: 2, Depth: 2, Activities: 2, PayloadSizeBytes: 100}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// open opens the store of backend name in dir for one process.
+func open(name, dir, workerName string) (backend.Backend, error) {
+	opts := []backend.BackendOption{backend.WithLogger(quiet), backend.WithWorkerName(workerName)}
+	switch name {
+	case Durofs:
+		return goworkflows.Open(filepath.Join(dir, "durofs"), goworkflows.Options{Provider: provider.Options{Durability: provider.Durable}}, opts...)
+	case SQLite:
+		// As go-workflows' bench tool runs it: monoprocess wakes this
+		// process's pollers on its own commits.
+		return monoprocess.NewMonoprocessBackend(sqlite.NewSqliteBackend(filepath.Join(dir, "bench.sqlite"), sqlite.WithBackendOptions(opts...))), nil
+	}
+	return nil, fmt.Errorf("gwbench: unknown backend %q", name)
+}
+
+func startWorker(ctx context.Context, b backend.Backend) (*worker.Worker, error) {
+	w := worker.New(b, nil)
+	for _, wf := range []any{Root, Mid, Leaf, Chain} {
+		if err := w.RegisterWorkflow(wf); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range []any{Payload, Step} {
+		if err := w.RegisterActivity(a); err != nil {
+			return nil, err
+		}
+	}
+	return w, w.Start(ctx)
+}
+
+// Worker-process arguments (WorkerMain).
+const workerFlag = "-gwbench-worker"
+
+// IsWorker reports whether args (os.Args[1:]) start a worker process.
+func IsWorker(args []string) bool { return len(args) > 0 && args[0] == workerFlag }
+
+// WorkerMain runs a worker process (args: workerFlag, backend, dir, name)
+// until SIGTERM and returns its exit code.
+func WorkerMain(args []string) int {
+	if len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "gwbench worker: want backend, dir, name")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	b, err := open(args[1], args[2], args[3])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gwbench worker:", err)
+		return 1
+	}
+	defer b.Close()
+	w, err := startWorker(ctx, b)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gwbench worker:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	<-ctx.Done()
+	_ = w.WaitForCompletion()
+	return 0
+}
+
+// Run makes one measurement; self is the executable to start worker
+// processes from (its main must call WorkerMain when IsWorker).
+func Run(ctx context.Context, cfg Config, self string) (Result, error) {
+	res := Result{Config: cfg}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	b, err := open(cfg.Backend, cfg.Dir, "client")
+	if err != nil {
+		return res, err
+	}
+	defer b.Close()
+	if cfg.Processes <= 1 {
+		w, err := startWorker(ctx, b)
+		if err != nil {
+			return res, err
+		}
+		defer func() { cancel(); _ = w.WaitForCompletion() }()
+	} else {
+		stopWorkers, err := startProcesses(cfg, self)
+		if err != nil {
+			return res, err
+		}
+		defer stopWorkers()
+	}
+
+	c := client.New(b)
+	var busy atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Roots)
+	for i := range cfg.Roots {
+		var inst *workflow.Instance
+		id := fmt.Sprintf("%s-%d", cfg.Scenario, i)
+		wf, arg := any(Chain), any(cfg.ChainLen)
+		if cfg.Scenario == Tree {
+			in := cfg.Tree
+			wf, arg = Root, &in
+			res.Workflows += treeSize(in)
+		} else {
+			res.Workflows++
+		}
+		err := retryBusy(ctx, &busy, func() error {
+			var err error
+			inst, err = c.CreateWorkflowInstance(ctx, client.WorkflowInstanceOptions{InstanceID: id}, wf, arg)
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("start %s: %w", id, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := retryBusy(ctx, &busy, func() error { return c.WaitForWorkflowInstance(ctx, inst, cfg.Timeout) })
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", inst.InstanceID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.Busy = int(busy.Load())
+	close(errs)
+	for err := range errs {
+		return res, err
+	}
+	return res, nil
+}
+
+// retryBusy calls f until it does not fail with SQLite's "database is
+// locked" (SQLITE_BUSY: another process held the write lock past
+// busy_timeout; SQLITE_BUSY_SNAPSHOT: a read transaction could not be
+// upgraded to a write), counting the retries.
+func retryBusy(ctx context.Context, busy *atomic.Int64, f func() error) error {
+	for {
+		err := f()
+		if err == nil || !strings.Contains(err.Error(), "database is locked") || ctx.Err() != nil {
+			return err
+		}
+		busy.Add(1)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startProcesses starts cfg.Processes worker processes and returns a
+// function that stops them.
+func startProcesses(cfg Config, self string) (func(), error) {
+	var cmds []*exec.Cmd
+	stop := func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, cmd := range cmds {
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+	}
+	for i := range cfg.Processes {
+		cmd := exec.Command(self, workerFlag, cfg.Backend, cfg.Dir, fmt.Sprintf("worker-%d", i))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, err
+		}
+		cmds = append(cmds, cmd)
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+			stop()
+			return nil, fmt.Errorf("worker process %d did not start: %q %v", i, line, err)
+		}
+	}
+	return stop, nil
+}
