@@ -468,7 +468,7 @@ func (p *FSProvider) PendingCommits(ctx context.Context) ([]PendingCommitInfo, e
 		}
 		for _, k := range keysOf(lr.rec) {
 			cur, _, err := p.leases.Inspect(ctx, p.lockPath(k), p.leasePath(k))
-			if st := decodeOrchState(cur); err == nil && st.Pending != nil && st.Pending.ID == lr.rec.CommitID {
+			if err == nil && marks(decodeOrchState(cur), lr.rec.CommitID) {
 				out = append(out, pendingInfo(lr, k))
 				break
 			}

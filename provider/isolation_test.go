@@ -465,6 +465,11 @@ func TestReplayQueuesBehindFailedRecord(t *testing.T) {
 				if got := orchMessagesFor(t, r, "other"); fmt.Sprint(got) != "[from-a-0 from-a-1]" {
 					t.Errorf("messages for other (never started) after the replay: %v; want both turns' (restored in log order)", got)
 				}
+				if !poisoned {
+					if pcs := pendingCommits(t, r); len(pcs) != 2 {
+						t.Errorf("PendingCommits after the replay = %+v; want both turns (one queued behind the other)", pcs)
+					}
+				}
 				if poisoned {
 					if r.wal.Err() != nil {
 						t.Errorf("the log is still poisoned: %v", r.wal.Err())

@@ -514,8 +514,14 @@ func (l *Log) Close() error {
 	}
 	l.mu.Unlock()
 	if l.procLock != nil {
-		// The file stays, free, for the next Open to take over (register):
-		// removing it here could race with that Open's lock on it.
+		// The last registration stays, free, for the next Open to take
+		// over (register: Open then needs no free space); any other is
+		// removed - while still locked, so that no Open can take over a
+		// file about to go (a lock taken on the path after the removal
+		// creates a new, visible file).
+		if names, err := l.fs.ReadDirNames(filepath.Dir(l.procPath)); err == nil && len(names) > 1 {
+			_ = l.fs.Remove(l.procPath)
+		}
 		_ = l.procLock.Unlock()
 		l.procLock = nil
 	}

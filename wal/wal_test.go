@@ -341,6 +341,12 @@ func TestOpenCreatesNoFileWhenOneIsFree(t *testing.T) {
 	if b2.Alone() {
 		t.Error("the process that took over a registration counts as gone")
 	}
+	// A registration that is not the last one goes with its process: a
+	// process that opens and closes beside another leaves procs/ as it was.
+	b2.Close()
+	if names, _ := mem.ReadDirNames(pdir); fmt.Sprint(names) != fmt.Sprint(after) {
+		t.Errorf("procs/ after a second process came and went: %v, want %v", names, after)
+	}
 }
 
 func TestDecodeRejects(t *testing.T) {
