@@ -229,7 +229,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		case !itemExists:
 			return Permanentf(op, errTokenGone, "work item not found: acked, cancelled or deleted")
 		case !exists || c.Token != ct || c.State != "":
-			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item is not locked by it (abandoned, expired and taken, or already acked)")
+			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: work item not found under this token (abandoned, or its lock expired and was taken, or already acked)")
 		case c.LockedUntilMs <= now:
 			return Permanentf(op, errTokenExpired, "work item lock expired")
 		}
