@@ -655,30 +655,37 @@ func TestStuckWorkAckDoesNotBlockOpen(t *testing.T) {
 	err = p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "wi", ExecutionID: 1, ID: 7, Result: "r"})
 	testHookAfterCommitPoint = nil
 	mustNoErr(t, err)
+	wantBlockedUntilFixed(t, p, f, opts, "w:"+name)
+	wantWorkAcked(t, p, 7)
+}
+
+// wantBlockedUntilFixed checks a commit that cannot be applied and is not
+// parked (the log's last record, reported under key): another process
+// opens the directory and reports it, the checkpoint stays before it, and
+// once f is fixed a checkpoint applies it and passes it.
+func wantBlockedUntilFixed(t *testing.T, p *FSProvider, f *brokenFS, opts Options, key string) {
+	t.Helper()
+	ctx := context.Background()
 	recs, _, _, err := p.scanLog()
 	mustNoErr(t, err)
 	lsn := recs[len(recs)-1].lsn
-
 	q, err := Open("/d", opts)
 	if err != nil {
-		t.Fatalf("Open with a work ack that cannot be applied: %v", err)
+		t.Fatalf("Open with a commit that cannot be applied: %v", err)
 	}
-	sc, err := q.StuckCommits(ctx)
-	mustNoErr(t, err)
-	if len(sc) != 1 || sc[0].Key != "w:"+name || sc[0].Parked {
-		t.Errorf("StuckCommits = %+v, want the work ack, not parked", sc)
+	if sc, err := q.StuckCommits(ctx); err != nil || len(sc) != 1 || sc[0].Key != key || sc[0].Parked {
+		t.Errorf("StuckCommits = %+v, %v; want %s, not parked", sc, err, key)
 	}
 	mustNoErr(t, q.Close())
 	mustNoErr(t, p.Checkpoint(ctx))
 	if ck, _ := p.wal.Checkpoint(); ck > lsn {
-		t.Fatalf("the checkpoint (%v) passed the unapplied work ack at %v", ck, lsn)
+		t.Fatalf("the checkpoint (%v) passed the unapplied record at %v", ck, lsn)
 	}
 	f.fix()
 	mustNoErr(t, p.Checkpoint(ctx))
 	if ck, _ := p.wal.Checkpoint(); ck <= lsn {
-		t.Errorf("the checkpoint (%v) did not pass the work ack at %v once applied", ck, lsn)
+		t.Errorf("the checkpoint (%v) did not pass the record at %v once applied", ck, lsn)
 	}
-	wantWorkAcked(t, p, 7)
 	if sc, _ := p.StuckCommits(ctx); len(sc) != 0 {
 		t.Errorf("StuckCommits after the fix = %+v", sc)
 	}
@@ -834,30 +841,7 @@ func TestStuckWorkflowActivityDoesNotBlockOpen(t *testing.T) {
 	err = p.CompleteWorkflowActivity(ctx, at.Token, gwEv("done", "ActivityCompleted", 0))
 	testHookAfterCommitPoint = nil
 	mustNoErr(t, err)
-	recs, _, _, err := p.scanLog()
-	mustNoErr(t, err)
-	lsn := recs[len(recs)-1].lsn
-
-	q, err := Open("/d", opts)
-	if err != nil {
-		t.Fatalf("Open with an activity completion that cannot be applied: %v", err)
-	}
-	if sc, err := q.StuckCommits(ctx); err != nil || len(sc) != 1 || sc[0].Key != "gwa:"+dir+"/"+name {
-		t.Errorf("StuckCommits = %+v, %v; want the activity completion", sc, err)
-	}
-	mustNoErr(t, q.Close())
-	mustNoErr(t, p.Checkpoint(ctx))
-	if ck, _ := p.wal.Checkpoint(); ck > lsn {
-		t.Fatalf("the checkpoint (%v) passed the unapplied completion at %v", ck, lsn)
-	}
-	f.fix()
-	mustNoErr(t, p.Checkpoint(ctx))
-	if ck, _ := p.wal.Checkpoint(); ck <= lsn {
-		t.Errorf("the checkpoint (%v) did not pass the completion at %v once applied", ck, lsn)
-	}
-	if sc, _ := p.StuckCommits(ctx); len(sc) != 0 {
-		t.Errorf("StuckCommits after the fix = %+v", sc)
-	}
+	wantBlockedUntilFixed(t, p, f, opts, "gwa:"+dir+"/"+name)
 	pt := gwFetchOf(t, p, "wf")
 	if len(pt.NewEvents) != 1 || pt.NewEvents[0].ID != "done" {
 		t.Fatalf("workflow events after the fix: %+v", pt.NewEvents)
