@@ -56,7 +56,7 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz '^FuzzLeaseFile$$' -fuzztime 80000x ./lease/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
-## SIGSTOP zombie rounds), then every invariant of design.md §6; then the
+## SIGSTOP zombie rounds), then every invariant of docs/design.md §6; then the
 ## go-workflows chaos run (3 go-workflows worker processes, 100 SIGKILLs,
 ## 100 workflows: every result exact, every history well formed, every
 ## activity run at least once, counted); exits non-zero on any violation.
@@ -110,7 +110,7 @@ powerloss:
 ## bench: the benchmark harness (see BENCHMARKS.md): durable turn throughput
 ## at 1, 2 and 4 processes vs the SQLite reference, exact fsyncs per ack,
 ## fetch latency at 100 / 10k / 100k queued messages, restart after kill -9
-## with 10k instances, peak RSS; targets of design.md §7 marked PASS/MISS.
+## with 10k instances, peak RSS; targets of docs/design.md §7 marked PASS/MISS.
 ## Data goes to bench/.data (or $$DUROBENCH_DIR), which must be on a disk.
 ## The report is printed and written to bench/bench-report.md.
 BENCH_ARGS ?=
@@ -129,9 +129,10 @@ bench-gw:
 bench-quick:
 	cd bench && $(GO) run ./cmd/durobench -quick -runs 1 $(BENCH_ARGS)
 
-## demo: the main job (see README).
+## demo: the main job (see README). --force: a rerun replaces the previous
+## run's ./durofs-demo (never a directory some process has open).
 demo:
-	$(GO) run ./cmd/durofs demo
+	$(GO) run ./cmd/durofs demo --force
 
 clean:
 	rm -rf durofs-demo

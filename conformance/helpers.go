@@ -15,7 +15,7 @@ const (
 	testOrchName    = "TestOrch"
 	testOrchVersion = "1.0.0"
 	// duroxideVersion is the crate version duroxide's event helper stamps on events.
-	duroxideVersion = "0.1.26"
+	duroxideVersion = provider.DuroxideVersion
 	// longLock is the "effectively forever" lock of most fetches.
 	longLock = 30 * time.Second
 	// testTimeout bounds each test's context.

@@ -97,21 +97,29 @@ func TestHeldMessageHoldsUpNothingElse(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	// Any wait for the held lock would end in this context's deadline error.
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+	// A wait for the held lock would never end: each operation has a
+	// deadline far beyond what it takes even on a loaded machine, as a hang
+	// detector (its error names the operation that waited).
+	op := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, time.Minute) }
 	for i := 1; i < len(names); i++ {
-		c, err := q.ClaimNext(tctx, "w", time.Hour, nil)
+		octx, cancel := op()
+		c, err := q.ClaimNext(octx, "w", time.Hour, nil)
+		cancel()
 		if err != nil || c == nil {
 			t.Fatalf("claim %d: %+v, %v", i, c, err)
 		}
 		if c.Message.Name == names[0] {
 			t.Fatal("claimed the held message")
 		}
-		if _, err := q.Renew(tctx, c.Claim.Token, time.Hour); err != nil {
+		octx, cancel = op()
+		_, err = q.Renew(octx, c.Claim.Token, time.Hour)
+		cancel()
+		if err != nil {
 			t.Fatalf("renew %s: %v", c.Message.Name, err)
 		}
-		err = q.WithClaim(tctx, c.Message.Name, func(g *fsqueue.ClaimGuard) error { return q.Delete(c.Message.Name) })
+		octx, cancel = op()
+		err = q.WithClaim(octx, c.Message.Name, func(g *fsqueue.ClaimGuard) error { return q.Delete(c.Message.Name) })
+		cancel()
 		if err != nil {
 			t.Fatalf("delete %s under its lock: %v", c.Message.Name, err)
 		}

@@ -42,7 +42,7 @@
 // routes and orders by (event id, type name, sequence id, schedule event id,
 // visible-at) passed beside them.
 //
-// Directory (see also durofs's README, "On-disk layout"):
+// Directory (see also durofs's docs/format.md):
 //
 //	instances/<key>/                        <key> = names.Encode(instance id): one directory per instance id
 //	  lock, lease.json                      the instance flock and lease; a workflow task IS the lease

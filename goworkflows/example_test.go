@@ -14,48 +14,59 @@ import (
 	"github.com/durofs/durofs/goworkflows"
 )
 
-// A workflow and its activity.
-func Hello(ctx workflow.Context, name string) (string, error) {
-	return workflow.ExecuteActivity[string](ctx, workflow.DefaultActivityOptions, Greeting, name).Get(ctx)
+// Greet is a workflow: go-workflows replays it from its history, which
+// durofs keeps, so it survives a crash of the process that runs it.
+func Greet(ctx workflow.Context, name string) (string, error) {
+	return workflow.ExecuteActivity[string](ctx, workflow.DefaultActivityOptions, Hello, name).Get(ctx)
 }
 
-func Greeting(ctx context.Context, name string) (string, error) { return "hello " + name, nil }
+// Hello is an activity: where a workflow does its I/O.
+func Hello(ctx context.Context, name string) (string, error) {
+	return "hello, " + name, nil
+}
 
-// A worker and a client on one directory. Other processes may open the same
-// directory and share the work (see ./example).
 func Example() {
-	dir, err := os.MkdirTemp("", "durofs-gw-example-")
+	// Every workflow, task and history lives in this directory; any number
+	// of processes on this host may open it at once. (A real program keeps
+	// one directory, say /var/lib/myapp/workflows.)
+	dir, err := os.MkdirTemp("", "durofs-greet-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-
 	b, err := goworkflows.Open(dir, goworkflows.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
 
-	ctx, stop := context.WithCancel(context.Background())
-	w := worker.New(b, nil)
-	_ = w.RegisterWorkflow(Hello)
-	_ = w.RegisterActivity(Greeting)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := worker.New(b, nil) // runs workflows and activities
+	if err := w.RegisterWorkflow(Greet); err != nil {
+		log.Fatal(err)
+	}
+	if err := w.RegisterActivity(Hello); err != nil {
+		log.Fatal(err)
+	}
 	if err := w.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
 
-	c := client.New(b)
-	inst, err := c.CreateWorkflowInstance(ctx, client.WorkflowInstanceOptions{InstanceID: "hello-1"}, Hello, "durofs")
+	c := client.New(b) // starts workflows and waits for their results
+	wf, err := c.CreateWorkflowInstance(ctx, client.WorkflowInstanceOptions{InstanceID: "greet-1"}, Greet, "durofs")
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := client.GetWorkflowResult[string](ctx, c, inst, 30*time.Second)
+	greeting, err := client.GetWorkflowResult[string](ctx, c, wf, 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(r)
+	fmt.Println(greeting)
 
-	stop()
-	_ = w.WaitForCompletion()
-	// Output: hello durofs
+	cancel()
+	if err := w.WaitForCompletion(); err != nil {
+		log.Fatal(err)
+	}
+	// Output: hello, durofs
 }

@@ -68,7 +68,7 @@
 //     new content, or be torn; all holders are dead then, and a torn file is
 //     unparseable (the rule below) or, if a torn mix happens to parse, still
 //     cannot lower a fence below the durable one the provider derives
-//     elsewhere (README, "Locks");
+//     elsewhere (docs/design.md §4, "Locks");
 //   - a failed write (EIO, ENOSPC while the file was still sparse): the old
 //     content is written back and the call fails; if that fails too, the file
 //     is unparseable and the rule below applies.

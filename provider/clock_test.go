@@ -33,8 +33,8 @@ func bothAck(fa, fb func() error) (errA, errB error) {
 	return errA, errB
 }
 
-// TestOrchestrationClockSteps pins the clock-step rule (README, "Clock
-// steps") for orchestration locks. A fetches a turn with lock length L; the
+// TestOrchestrationClockSteps pins the clock-step rule (docs/design.md
+// §4, "Clock steps") for orchestration locks. A fetches a turn with lock length L; the
 // host clock steps; B fetches.
 //
 //   - forward by L: B gets the turn with a new token; A and B then ack at

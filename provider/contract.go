@@ -173,10 +173,22 @@ type KVEntry struct {
 	LastUpdatedAtMs uint64
 }
 
+// The statuses of an execution: the values of ExecutionMetadata.Status,
+// InstanceInfo.Status and ExecutionInfo.Status.
+const (
+	StatusRunning        = "Running"
+	StatusCompleted      = "Completed"
+	StatusFailed         = "Failed"
+	StatusContinuedAsNew = "ContinuedAsNew"
+)
+
 // ExecutionMetadata is what the runtime tells the provider about an execution
 // at ack. The provider stores it; it never derives it from events.
 type ExecutionMetadata struct {
-	// Status is "Completed", "Failed", "ContinuedAsNew" or (in tests) "Running".
+	// Status is StatusCompleted, StatusFailed, StatusContinuedAsNew or (in
+	// tests) StatusRunning; nil leaves the execution's status as it is. Any
+	// other value makes the ack fail permanently with ErrInvalidMetadata,
+	// having written nothing.
 	Status *string
 	// Output is the result, the error message, or the continue-as-new input.
 	Output               *string
@@ -186,6 +198,20 @@ type ExecutionMetadata struct {
 	ParentInstanceID *string
 	// PinnedDuroxideVersion, when set, overwrites the execution's pin.
 	PinnedDuroxideVersion *SemVer
+}
+
+// validate checks the metadata's status: a permanent ErrInvalidMetadata
+// ProviderError for op if it is not an execution status.
+func (m ExecutionMetadata) validate(op string) error {
+	if m.Status == nil {
+		return nil
+	}
+	switch *m.Status {
+	case StatusRunning, StatusCompleted, StatusFailed, StatusContinuedAsNew:
+		return nil
+	}
+	return Permanentf(op, ErrInvalidMetadata, "unknown execution status %q (want %s, %s, %s or %s)",
+		*m.Status, StatusRunning, StatusCompleted, StatusFailed, StatusContinuedAsNew)
 }
 
 // ScheduledActivityIdentifier names one activity: the ActivityExecute's

@@ -64,6 +64,9 @@ var (
 	ErrDuplicateEvent = errors.New("duplicate event id")
 	// ErrInvalidEvent: an event is malformed (event_id 0, …).
 	ErrInvalidEvent = errors.New("invalid event")
+	// ErrInvalidMetadata: an ack's ExecutionMetadata is malformed (a status
+	// that is not one of the Status* constants).
+	ErrInvalidMetadata = errors.New("invalid execution metadata")
 	// ErrInvalidWorkItem: a work item of the wrong variant for the call.
 	ErrInvalidWorkItem = errors.New("invalid work item type")
 	// ErrNotAllowed: a well-formed request the contract forbids on this

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/provhook"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 	"github.com/durofs/durofs/wal"
@@ -47,13 +50,12 @@ func (d Durability) String() string {
 type Options struct {
 	// Durability is Durable (default) or ProcessCrashSafe.
 	Durability Durability
-	// Clock is the wall clock (tests inject a manual one). Nil means the system clock.
-	Clock clock.Clock
+	// Clock is the wall clock that lease expiry, visibility times and
+	// timers are judged by (tests inject a manual one). Nil means the
+	// system clock.
+	Clock Clock
 	// Logger receives recovery and sweep logs. Nil means slog.Default().
 	Logger *slog.Logger
-	// FS is the file system (an internal hook: tests inject faults, count
-	// fsyncs or simulate power loss). Nil means the OS file system.
-	FS vfs.FS
 	// Owner names this process in lease files (default "pid@host/uuid").
 	Owner string
 	// SweepInterval is how often a background sweep finishes commits left by
@@ -86,6 +88,29 @@ type Options struct {
 	// Limits bound the sizes of messages, events, payloads, custom status
 	// and tags (see Limits; the zero value is the defaults).
 	Limits Limits
+
+	// fs is the file system all I/O goes through; nil means the OS file
+	// system confined to the directory (baseFS). Not public API: this
+	// module's tests and tools set it (internal/provhook) to inject faults,
+	// count fsyncs or simulate power loss.
+	fs vfs.FS
+}
+
+// Clock tells the time: Options.Clock. Its Now must be safe for concurrent
+// use.
+type Clock interface {
+	// Now returns the current wall-clock time.
+	Now() time.Time
+}
+
+func init() {
+	provhook.Register(func(opts any, fsys vfs.FS) (any, bool) {
+		o, ok := opts.(Options)
+		if ok {
+			o.fs = fsys
+		}
+		return o, ok
+	})
 }
 
 // FSProvider is the filesystem Provider. Create it with Open; it is safe for
@@ -153,13 +178,15 @@ const FormatVersion = 2
 
 // Open opens (creating if needed) a durofs directory and recovers any commit
 // a dead process left half-applied. Several processes may Open the same
-// directory at once.
+// directory at once. A directory that is neither a durofs directory (it has
+// a FORMAT file) nor empty is refused with an error wrapping
+// ErrNotDurofsDir, and left as it is.
 func Open(dir string, opts Options) (*FSProvider, error) {
 	if err := opts.checkModes(); err != nil {
 		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 	}
 	p := newFSProvider(dir, opts, "")
-	if opts.FS == nil && !opts.AllowNetworkFS {
+	if opts.fs == nil && !opts.AllowNetworkFS {
 		if err := p.fs.MkdirAll(dir, vfs.DirPerm); err != nil {
 			return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 		}
@@ -258,7 +285,7 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 // bootID is the function that reads the running boot's id: the kernel's,
 // or a simulated machine's (tests).
 func bootID(opts Options) func() (string, error) {
-	if b, ok := opts.FS.(interface{ BootID() (string, error) }); ok {
+	if b, ok := opts.fs.(interface{ BootID() (string, error) }); ok {
 		return b.BootID
 	}
 	return wal.LinuxBootID
@@ -273,9 +300,9 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	if opts.Durability == ProcessCrashSafe {
 		fsys = vfs.NoSync(base)
 	}
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.System{}
+	var clk clock.Clock = clock.System{}
+	if opts.Clock != nil {
+		clk = opts.Clock
 	}
 	log := opts.Logger
 	if log == nil {
@@ -334,6 +361,8 @@ func (p *FSProvider) initLayout() error {
 		if err := checkFormat(data, path); err != nil {
 			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 		}
+	} else if err := p.checkForeign(); err != nil {
+		return err
 	}
 	for _, d := range []string{"instances", "wal", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
 		if err := p.mkdirDurable(filepath.Join(p.dir, d)); err != nil {
@@ -354,6 +383,46 @@ func (p *FSProvider) initLayout() error {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
 	return nil
+}
+
+// topLevel are the entries Open creates in a durofs directory. A directory
+// without FORMAT that holds only these (and FORMAT's temporary file) is one
+// whose creation is in progress in another process or was cut by a crash;
+// lost+found is what mkfs leaves at the root of a new file system.
+var topLevel = map[string]bool{
+	"instances": true, "wal": true, "quarantine": true, "tmp": true, "queues": true, "sessions": true, "unapplied": true, "lost+found": true,
+}
+
+// checkForeign refuses a directory that has no FORMAT file but holds
+// something Open would not have created (a stray file, another program's
+// data): Open makes a durofs directory only of an empty one, so that a
+// mistyped path never gets durofs's folders mixed into someone's files. The
+// error wraps ErrNotDurofsDir; nothing is created.
+func (p *FSProvider) checkForeign() error {
+	names, err := p.fs.ReadDirNames(p.dir)
+	if vfs.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
+	}
+	var foreign []string
+	for _, n := range names {
+		if !topLevel[n] && !strings.HasPrefix(n, vfs.TempPrefix+"FORMAT-") {
+			foreign = append(foreign, n)
+		}
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	slices.Sort(foreign)
+	more := ""
+	if len(foreign) > 3 {
+		more = fmt.Sprintf(" and %d more", len(foreign)-3)
+		foreign = foreign[:3]
+	}
+	return fmt.Errorf("durofs: open %s: %w: it has no FORMAT file but holds %s%s; durofs makes a new directory only of an empty one (or a missing one)",
+		p.dir, ErrNotDurofsDir, strings.Join(foreign, ", "), more)
 }
 
 // checkFormat checks the content of a FORMAT file: nil if this build reads
@@ -432,7 +501,7 @@ func (p *FSProvider) Close() error {
 func (p *FSProvider) Name() string { return "durofs" }
 
 // Version implements Provider.
-func (p *FSProvider) Version() string { return "0.1.0" }
+func (p *FSProvider) Version() string { return Version }
 
 // Dir returns the provider's directory.
 func (p *FSProvider) Dir() string { return p.dir }

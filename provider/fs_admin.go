@@ -373,7 +373,13 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	keys := make([]string, 0, len(keyOf))
 	for k := range keyOf {
-		keys = append(keys, k)
+		// An id with nothing to delete (a mistyped one) is not locked: the
+		// lock would create its directory, which is never removed.
+		if absent, err := p.instanceAbsent(k); err != nil {
+			return res, Retryablef(op, err, "%v", err)
+		} else if !absent {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys) // a global order: concurrent deleters cannot deadlock
 	guards := map[string]*lease.Guard{}
@@ -417,7 +423,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		if s.f.Record == nil || s.f.Record.ParentInstanceID == nil {
 			continue
 		}
-		if _, inSet := keyOf[s.key]; inSet {
+		if _, inSet := guards[s.key]; inSet {
 			continue
 		}
 		if _, parentIn := keyOf[instanceKey(*s.f.Record.ParentInstanceID)]; parentIn {
@@ -433,7 +439,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return res, Retryablef(op, err, "%v", err)
 	}
 	for _, e := range orch {
-		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
+		if _, ok := guards[e.Attrs[attrKey]]; ok {
 			msgs = append(msgs, queueRef{Queue: "orchestrator", Name: e.Name})
 		}
 	}
@@ -442,7 +448,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return res, Retryablef(op, err, "%v", err)
 	}
 	for _, e := range work {
-		if _, ok := keyOf[e.Attrs[attrKey]]; ok {
+		if _, ok := guards[e.Attrs[attrKey]]; ok {
 			msgs = append(msgs, queueRef{Queue: "worker", Name: e.Name})
 		}
 	}
@@ -489,6 +495,35 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	p.notify()
 	return res, nil
+}
+
+// instDirExists reports whether the instance directory of key exists.
+func (p *FSProvider) instDirExists(key string) (bool, error) {
+	_, err := p.fs.Stat(p.instDir(key))
+	if vfs.IsNotExist(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// instanceAbsent reports whether instance key has neither a directory nor a
+// queued message, so that a deletion has nothing of it to delete. The queues
+// are listed first: a message that is consumed meanwhile was fetched, which
+// created the directory before the ack removed the message, so an instance
+// that existed at any moment of the check is seen; one that appears only
+// after it was created after the deletion.
+func (p *FSProvider) instanceAbsent(key string) (bool, error) {
+	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
+		msgs, err := q.ListAttr(key)
+		if err != nil {
+			return false, err
+		}
+		if len(msgs) > 0 {
+			return false, nil
+		}
+	}
+	exists, err := p.instDirExists(key)
+	return !exists, err
 }
 
 // deleteMember is one instance of a deletion record.
@@ -637,6 +672,13 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 		return PruneResult{}, err
 	}
 	key := instanceKey(instance)
+	// No directory, no instance (nor a pending commit, which a lease in it
+	// would mark): not found, without creating the directory by locking it.
+	if exists, err := p.instDirExists(key); err != nil {
+		return PruneResult{}, Retryablef(op, err, "%v", err)
+	} else if !exists {
+		return PruneResult{}, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
+	}
 	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {
 		return PruneResult{}, Retryablef(op, err, "lock instance: %v", err)

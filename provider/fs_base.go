@@ -12,7 +12,7 @@ import (
 var ErrInvalidOptions = errors.New("invalid options")
 
 // baseFS is the file system a provider on dir does its I/O through:
-// Options.FS if set (tests), else the real file system confined to dir,
+// Options.fs if set (tests and tools, internal/provhook), else the real file system confined to dir,
 // where no symbolic link below dir is ever followed (a link planted in place
 // of a queue message, lease, lock, history file, instance folder, commit
 // record or one of the top-level folders is refused with an error wrapping
@@ -21,8 +21,8 @@ var ErrInvalidOptions = errors.New("invalid options")
 // through this one FS - data files, temporary files of atomic replaces,
 // flock lock files, directories - no caller chooses a mode of its own.
 func baseFS(dir string, opts Options) vfs.FS {
-	if opts.FS != nil {
-		return opts.FS
+	if opts.fs != nil {
+		return opts.fs
 	}
 	return vfs.NoFollow(dir, vfs.Perm{File: opts.FileMode, Dir: opts.DirMode})
 }

@@ -38,7 +38,7 @@ func BenchmarkTurn(b *testing.B) {
 			// The provider's default file system (vfs.NoFollow), counted.
 			dir := b.TempDir()
 			cfs := vfs.Counting(vfs.NoFollow(dir, vfs.Perm{}))
-			p, err := Open(dir, Options{FS: cfs, Durability: d, SweepInterval: -1, CheckpointInterval: -1})
+			p, err := Open(dir, Options{fs: cfs, Durability: d, SweepInterval: -1, CheckpointInterval: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

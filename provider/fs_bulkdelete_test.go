@@ -32,7 +32,7 @@ func TestDeleteInstanceBulkBatches(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			dir := t.TempDir()
 			sfs := &scanCountFS{FS: vfs.NoFollow(dir, vfs.Perm{}), dir: filepath.Join(dir, "instances")}
-			p := openT(t, dir, Options{FS: sfs, Durability: ProcessCrashSafe, SweepInterval: -1})
+			p := openT(t, dir, Options{fs: sfs, Durability: ProcessCrashSafe, SweepInterval: -1})
 			for i := range n {
 				completeForFsck(t, p, fmt.Sprintf("bulk-%03d", i))
 			}

@@ -91,6 +91,9 @@ func (p *FSProvider) queue(name string) *fsqueue.Queue {
 func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	const op = "ack_orchestration_item"
 	workerItems, orchestratorItems = derefItems(workerItems), derefItems(orchestratorItems)
+	if err := metadata.validate(op); err != nil {
+		return err // nothing written, the lock is kept
+	}
 	if err := p.checkAckLimits(op, historyDelta, workerItems, orchestratorItems, metadata); err != nil {
 		return err // limits.go: nothing written, the lock is kept
 	}

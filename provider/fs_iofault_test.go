@@ -154,7 +154,7 @@ var logFaults = []ackFault{
 const segmentSize = 4096
 
 func faultOptions(f *faultFS) Options {
-	return Options{FS: f, SweepInterval: -1, CheckpointInterval: -1, SegmentSize: segmentSize, Logger: quietLog}
+	return Options{fs: f, SweepInterval: -1, CheckpointInterval: -1, SegmentSize: segmentSize, Logger: quietLog}
 }
 
 // fillSegment commits turns of other instances until the newest log segment

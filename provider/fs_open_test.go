@@ -71,3 +71,83 @@ func TestOpenFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenRefusesForeignDirectory: Open makes a durofs directory only of a
+// missing or empty one (or one whose creation another Open began); a
+// directory with no FORMAT that holds anything else is refused with
+// ErrNotDurofsDir and left exactly as it was.
+func TestOpenRefusesForeignDirectory(t *testing.T) {
+	cases := []struct {
+		name   string
+		files  []string // created before Open; a trailing "/" makes a folder
+		refuse bool
+	}{
+		{"missing directory", nil, false},
+		{"empty directory", []string{}, false},
+		{"a creation cut short", []string{"instances/", "wal/", "queues/", ".tmp-FORMAT-0c6d"}, false},
+		{"a new file system's root", []string{"lost+found/"}, false},
+		{"a stray file", []string{"important.txt"}, true},
+		{"a stray folder", []string{"photos/"}, true},
+		{"durofs folders and a stray file", []string{"instances/", "notes.md"}, true},
+		{"a hidden file", []string{".profile"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			if c.files != nil {
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, f := range c.files {
+				path := filepath.Join(dir, f)
+				var err error
+				if strings.HasSuffix(f, "/") {
+					err = os.Mkdir(path, 0o700)
+				} else {
+					err = os.WriteFile(path, []byte("keep me"), 0o600)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, _ := os.ReadDir(dir)
+			p, err := Open(dir, Options{SweepInterval: -1})
+			if !c.refuse {
+				if err != nil {
+					t.Fatalf("Open = %v, want success", err)
+				}
+				p.Close()
+				if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
+					t.Fatalf("no FORMAT after Open: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				p.Close()
+				t.Fatal("Open made a durofs directory of a directory holding other files")
+			}
+			if !errors.Is(err, ErrNotDurofsDir) || !strings.Contains(err.Error(), strings.TrimSuffix(c.files[len(c.files)-1], "/")) {
+				t.Fatalf("Open = %v, want an ErrNotDurofsDir error naming the foreign entry", err)
+			}
+			after, _ := os.ReadDir(dir)
+			if len(after) != len(before) {
+				t.Fatalf("a refused Open changed the directory: %v, was %v", after, before)
+			}
+		})
+	}
+	// A durofs directory with a stray file in it is still a durofs directory.
+	dir := t.TempDir()
+	p, err := Open(dir, Options{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if err := os.WriteFile(filepath.Join(dir, "important.txt"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = Open(dir, Options{SweepInterval: -1}); err != nil {
+		t.Fatalf("reopen of a durofs directory: %v", err)
+	}
+	p.Close()
+}

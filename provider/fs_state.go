@@ -17,7 +17,7 @@ import (
 	"github.com/durofs/durofs/internal/vfs"
 )
 
-// On-disk layout of one instance (see README "On-disk layout"):
+// On-disk layout of one instance (see docs/format.md):
 //
 //	instances/<key>/lock                         flock target, never deleted while the instance dir exists
 //	instances/<key>/lease.json                   the instance lease (lease package) + orchestrator queue state

@@ -46,6 +46,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -249,8 +250,8 @@ func fsck(ctx context.Context, dir string, opts FsckOptions, popts Options) (Fsc
 		opts.StaleAfter = time.Hour
 	}
 	stat := os.Stat
-	if popts.FS != nil {
-		stat = popts.FS.Stat
+	if popts.fs != nil {
+		stat = popts.fs.Stat
 	}
 	fi, err := stat(dir)
 	if err != nil {
@@ -262,7 +263,7 @@ func fsck(ctx context.Context, dir string, opts FsckOptions, popts Options) (Fsc
 	if ok, err := checkLayout(dir, popts, &rep); err != nil || !ok {
 		return rep, err
 	}
-	if opts.Repair && popts.FS == nil {
+	if opts.Repair && popts.fs == nil {
 		if kind, err := networkFS(dir); err != nil {
 			return rep, fmt.Errorf("durofs fsck: statfs %s: %w", dir, err)
 		} else if kind != "" {
@@ -359,8 +360,12 @@ func checkLayout(dir string, popts Options, rep *FsckReport) (ok bool, err error
 		if errors.Is(err, ErrNotDurofsDir) {
 			return false, fmt.Errorf("durofs fsck: %w", err)
 		}
-		rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: "FORMAT",
-			Detail: err.Error(), Action: "not repairable: this build reads format version " + strconv.Itoa(FormatVersion) + " only"})
+		f := FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: "FORMAT",
+			Detail: err.Error(), Action: "not repairable: this build reads format version " + strconv.Itoa(FormatVersion) + " only"}
+		if !errors.Is(err, ErrUnsupportedFS) { // FORMAT could not be read, not a format this build refuses
+			f.Kind, f.Action = FsckIOError, ioAction(err)
+		}
+		rep.Findings = append(rep.Findings, f)
 		return false, nil
 	}
 	ok = true
@@ -381,8 +386,12 @@ func checkLayout(dir string, popts Options, rep *FsckReport) (ok bool, err error
 			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d (this build reads version 2)", cfg.Format, cfg.Version)
 		}
 		if detail != "" {
-			rep.Findings = append(rep.Findings, FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
-				Action: "not repairable: processes of another queue version would not respect this build's claim locks"})
+			f := FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
+				Action: "not repairable: processes of another queue version would not respect this build's claim locks"}
+			if err != nil && !vfs.IsNotExist(err) {
+				f.Kind, f.Action = FsckIOError, ioAction(err)
+			}
+			rep.Findings = append(rep.Findings, f)
 			ok = false
 		}
 	}
@@ -465,7 +474,15 @@ func (r *fsckRun) fixed(f *FsckFinding, err error, action string) {
 }
 
 func (r *fsckRun) ioError(path string, err error) {
-	r.add(FsckIOError, SeverityError, path, "%v", err).Action = "not repairable by fsck"
+	r.add(FsckIOError, SeverityError, path, "%v", err).Action = ioAction(err)
+}
+
+// ioAction is the Action of a finding about a file that could not be read.
+func ioAction(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return "permission denied: run durofs as a user that may read and write the whole directory (its owner); not repairable by fsck"
+	}
+	return "not repairable by fsck"
 }
 
 func (r *fsckRun) nowMs() int64 { return r.now.UnixMilli() }

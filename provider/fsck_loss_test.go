@@ -221,7 +221,7 @@ func TestFsckBeforeReplay(t *testing.T) {
 	const dir = "/d"
 	mustNoErr(t, mem.MkdirAll(dir, vfs.DirPerm))
 	mem.MarkAllSynced()
-	p, err := Open(dir, Options{FS: mem, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	p, err := Open(dir, Options{fs: mem, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	mustNoErr(t, err)
 	v := "1.0.0"
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, StartOrchestration{Instance: "a", Orchestration: "TestOrch", Input: "{}", Version: &v, ExecutionID: 1}, 0))
@@ -252,7 +252,7 @@ func TestFsckBeforeReplay(t *testing.T) {
 		t.Fatalf("after the power loss the history holds %d records, want 1 (the test's premise)", n)
 	}
 
-	rep, err := fsck(ctx, dir, FsckOptions{Logger: quietLog}, Options{FS: mem})
+	rep, err := fsck(ctx, dir, FsckOptions{Logger: quietLog}, Options{fs: mem})
 	mustNoErr(t, err)
 	for _, f := range rep.Findings {
 		if f.Kind == FsckHistoryLoss || f.Kind == FsckCounterDrift || f.Kind == FsckTornTail {
@@ -262,7 +262,7 @@ func TestFsckBeforeReplay(t *testing.T) {
 	if findingOf(rep, FsckPendingCommit, "wal") == nil || findingOf(rep, FsckPendingCommit, "history.jsonl") == nil {
 		t.Errorf("before the replay: want the replay and the records the log holds reported: %+v", rep.Findings)
 	}
-	rep, err = fsck(ctx, dir, FsckOptions{Logger: quietLog, Repair: true}, Options{FS: mem})
+	rep, err = fsck(ctx, dir, FsckOptions{Logger: quietLog, Repair: true}, Options{fs: mem})
 	mustNoErr(t, err)
 	if f := findingOf(rep, FsckPendingCommit, "wal"); f == nil || !f.Repaired || !rep.Clean() {
 		t.Errorf("repair: %+v", rep.Findings)
@@ -270,7 +270,7 @@ func TestFsckBeforeReplay(t *testing.T) {
 	if n, _, err := history.Open(mem, p.historyPath(key, 1)).Stat(); n != 3 || err != nil {
 		t.Errorf("after the repair the history holds %d records (%v), want 3", n, err)
 	}
-	rep, err = fsck(ctx, dir, FsckOptions{Logger: quietLog}, Options{FS: mem})
+	rep, err = fsck(ctx, dir, FsckOptions{Logger: quietLog}, Options{fs: mem})
 	if err != nil || !rep.Clean() || len(rep.Findings) != 0 {
 		t.Errorf("check after the repair: %+v, %v", rep.Findings, err)
 	}

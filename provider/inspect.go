@@ -26,7 +26,8 @@ import (
 )
 
 // ErrNotDurofsDir is returned by OpenReadOnly and Fsck for a directory that
-// has no durofs FORMAT file.
+// has no durofs FORMAT file, and by Open for one that has none but is not
+// empty either.
 var ErrNotDurofsDir = errors.New("not a durofs directory")
 
 // OpenReadOnly opens an existing durofs directory for inspection. Unlike
@@ -112,9 +113,16 @@ type InstanceSummary struct {
 	CompletedAtMs *int64 `json:"completed_at_ms,omitempty"`
 }
 
-// Instances lists every instance that has an instance.json, newest first,
-// optionally only those whose current status is status ("" for all).
-// Unreadable instance files are skipped with a logged warning.
+// StatusPending is the status Instances gives an instance that was started
+// (its StartOrchestration is queued) but has no turn acked yet, so no
+// instance.json. It is not a duroxide status: Admin does not list such
+// instances.
+const StatusPending = "Pending"
+
+// Instances lists every instance that has an instance.json, and every
+// pending one (StatusPending: a queued start, nothing acked yet), newest
+// first; optionally only those whose current status is status ("" for
+// all). Unreadable instance files are skipped with a logged warning.
 func (p *FSProvider) Instances(ctx context.Context, status string) ([]InstanceSummary, error) {
 	all, err := p.scanInstances()
 	if err != nil {
@@ -131,12 +139,57 @@ func (p *FSProvider) Instances(ctx context.Context, status string) ([]InstanceSu
 		}
 		out = append(out, summaryOf(s.key, f))
 	}
+	if status == "" || status == StatusPending {
+		pending, err := p.pendingStarts()
+		if err != nil {
+			return nil, fmt.Errorf("durofs: list instances in %s: %w", p.dir, err)
+		}
+		out = append(out, pending...)
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].CreatedAtMs != out[j].CreatedAtMs {
 			return out[i].CreatedAtMs > out[j].CreatedAtMs
 		}
 		return out[i].Instance < out[j].Instance
 	})
+	return out, nil
+}
+
+// pendingStarts returns the instances that have a queued StartOrchestration
+// and no instance.json, from their oldest queued start (its enqueue time is
+// their creation time).
+func (p *FSProvider) pendingStarts() ([]InstanceSummary, error) {
+	entries, err := p.orchQ.List()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []InstanceSummary
+	for _, e := range entries { // oldest first
+		key := e.Attrs[attrKey]
+		if e.Attrs[attrKind] != (StartOrchestration{}).Kind() || seen[key] {
+			continue
+		}
+		seen[key] = true
+		if _, err := p.fs.Stat(p.instFilePath(key)); err == nil {
+			continue // acked: listed from its instance.json
+		} else if !vfs.IsNotExist(err) {
+			return nil, err
+		}
+		m, err := p.orchQ.Get(e.Name)
+		if errors.Is(err, fsqueue.ErrNotFound) {
+			continue // consumed meanwhile
+		}
+		// An unreadable message (fsck reports it) still shows its instance.
+		s := InstanceSummary{Instance: e.Attrs[attrInstance], Key: key, Status: StatusPending,
+			CreatedAtMs: e.EnqueuedAtMs, UpdatedAtMs: e.EnqueuedAtMs}
+		if w, werr := UnmarshalWorkItem(m.Payload); err == nil && werr == nil {
+			if so, ok := w.(StartOrchestration); ok {
+				s.Name, s.Version, s.Parent = so.Orchestration, derefOr(so.Version, ""), so.ParentInstance
+			}
+		}
+		out = append(out, s)
+	}
 	return out, nil
 }
 
@@ -250,17 +303,17 @@ type InstanceDetail struct {
 }
 
 // InstanceDetail returns the instance's metadata, executions, lease, pending
-// commit and queued messages. An instance without a directory is a
-// *ProviderError wrapping ErrNotFound.
+// commit and queued messages (a started instance no turn was acked for yet
+// has only its queued start). An instance with none of these (never
+// started, or deleted: a deletion leaves the lock file and a released lease)
+// is a *ProviderError wrapping ErrNotFound.
 func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (InstanceDetail, error) {
 	const op = "instance_detail"
 	key := instanceKey(instance)
 	d := InstanceDetail{InstanceSummary: InstanceSummary{Instance: instance, Key: key}, Dir: p.instDir(key),
 		Children: []string{}, ExecutionDetails: []ExecutionDetail{}, Messages: []QueuedMessage{}}
-	if _, err := p.fs.Stat(d.Dir); err != nil {
-		if vfs.IsNotExist(err) {
-			return d, Permanentf(op, ErrNotFound, "Instance %s not found (no directory %s)", instance, d.Dir)
-		}
+	hasDir, err := p.instDirExists(key)
+	if err != nil {
 		return d, Retryablef(op, err, "stat %s: %v", d.Dir, err)
 	}
 	f, err := p.readInstanceFile(key)
@@ -296,14 +349,16 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 	if c := childrenIndex(all)[instance]; c != nil {
 		d.Children = c
 	}
-	if li, ok := p.instanceLease(ctx, key, instance); ok {
-		d.Lease = &li
-	}
-	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
-		if st := decodeOrchState(cur); st.Pending != nil {
-			if lr, err := p.findRecord(key, st.Pending); err == nil && lr != nil {
-				pc := pendingInfo(*lr, key)
-				d.PendingCommit = &pc
+	if hasDir { // (no lock file to inspect otherwise: looking would create it)
+		if li, ok := p.instanceLease(ctx, key, instance); ok {
+			d.Lease = &li
+		}
+		if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
+			if st := decodeOrchState(cur); st.Pending != nil {
+				if lr, err := p.findRecord(key, st.Pending); err == nil && lr != nil {
+					pc := pendingInfo(*lr, key)
+					d.PendingCommit = &pc
+				}
 			}
 		}
 	}
@@ -326,6 +381,12 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 	d.Messages = append(d.Messages, gw...)
 	if d.Workflow, err = p.gwExecutionSummaries(key); err != nil {
 		d.Problem = strings.TrimPrefix(d.Problem+"; "+err.Error(), "; ")
+	}
+	if !d.HasInstanceFile && d.Problem == "" && len(d.ExecutionDetails) == 0 && len(d.Messages) == 0 && d.Workflow == nil &&
+		d.PendingCommit == nil && (d.Lease == nil || d.Lease.State == LeaseFree) {
+		// No directory and no message, or what a deletion leaves (the lock
+		// file, a released lease).
+		return d, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
 	}
 	return d, nil
 }
@@ -808,7 +869,7 @@ func (p *FSProvider) HistoryRecords(ctx context.Context, instance string, execut
 			return HistoryDump{}, Retryablef(op, err, "%v", err)
 		}
 		if exec == 0 {
-			return HistoryDump{}, Permanentf(op, ErrNotFound, "Instance %s has no execution (no directory under %s)", instance, filepath.Join(p.instDir(key), "executions"))
+			return HistoryDump{}, Permanentf(op, ErrNotFound, "Instance %s not found: it has no execution (no directory under %s)", instance, filepath.Join(p.instDir(key), "executions"))
 		}
 		executionID = exec
 	}

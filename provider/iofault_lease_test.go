@@ -48,7 +48,7 @@ func memProvider(t *testing.T) (*FSProvider, *vfs.MemFS, *clock.Manual) {
 	mem := vfs.NewStrictMem()
 	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
 	clk := clock.NewManual(time.Now())
-	return openT(t, "/d", Options{FS: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1}), mem, clk
+	return openT(t, "/d", Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1}), mem, clk
 }
 
 // wantFault checks that err is a retryable error caused by the fault.

@@ -132,7 +132,7 @@ var breakages = []breakage{
 // isolationOptions are the options of these tests: no background work, a
 // manual clock, small log segments.
 func isolationOptions(f vfs.FS, clk *clock.Manual) Options {
-	return Options{FS: f, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, SegmentSize: segmentSize, Logger: quietLog}
+	return Options{fs: f, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, SegmentSize: segmentSize, Logger: quietLog}
 }
 
 // stuckTurn commits a turn of "bad" (an event, an activity, a message for

@@ -134,7 +134,7 @@ func populated(t *testing.T, err error, readOnly bool) (*lockedFS, Options) {
 	mem := vfs.NewStrictMem()
 	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
 	l := &lockedFS{MemFS: mem, err: err, readOnly: readOnly}
-	opts := Options{FS: l, Clock: clock.NewManual(time.Now()), SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
+	opts := Options{fs: l, Clock: clock.NewManual(time.Now()), SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
 	p, perr := Open("/d", opts)
 	mustNoErr(t, perr)
 	createInstance(t, p, "a")
@@ -245,7 +245,7 @@ func TestOpenFullDisk(t *testing.T) {
 	// the new boot's id).
 	rebooted := &lockedFS{MemFS: l.CrashClone(), err: syscall.ENOSPC}
 	rebooted.on.Store(true)
-	opts.FS = rebooted
+	opts.fs = rebooted
 	p, err = Open("/d", opts)
 	if err != nil {
 		t.Fatalf("Open on a full disk after a reboot: %v", err)

@@ -20,7 +20,7 @@ func TestOrphanMessagesListedAndDrained(t *testing.T) {
 	mem := vfs.NewStrictMem()
 	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
 	clk := clock.NewManual(time.Now())
-	p := openT(t, "/d", Options{FS: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	p := openT(t, "/d", Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	createInstance(t, p, "a")
 	for _, inst := range []string{"ghost", "ghost", "ghost2"} {
 		mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: inst, Name: "x", Data: "1"}, 0))
@@ -77,7 +77,7 @@ func TestOrphanMessagesListedAndDrained(t *testing.T) {
 	}
 	// Replayed from the log, the drain is the same.
 	mustNoErr(t, p.Close())
-	r := openT(t, "/d", Options{FS: mem.CrashClone(), Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	r := openT(t, "/d", Options{fs: mem.CrashClone(), Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	if o, err := r.OrphanMessages(ctx); err != nil || len(o) != 0 {
 		t.Errorf("after a power loss: OrphanMessages = %+v, %v", o, err)
 	}

@@ -137,7 +137,7 @@ func TestCreatedModes(t *testing.T) {
 			}
 			for _, want := range []string{"FORMAT", "fsqueue.json", "message", "claim", "instance lock",
 				"lease", "instance.json", "state.json", "history", "log segment", "log checkpoint", "log lock", "log process registration",
-				"log poison mark", "session", "session lock", "quarantined", "reason"} {
+				"log poison mark", "log group-commit page", "session", "session lock", "quarantined", "reason"} {
 				if !slices.Contains(kinds, want) {
 					t.Errorf("the workload created no %s (files: %v)", want, files)
 				}
@@ -182,6 +182,8 @@ func fileKind(rel string) string {
 		return "log checkpoint"
 	case rel == "wal/POISONED":
 		return "log poison mark"
+	case rel == "wal/group":
+		return "log group-commit page"
 	case strings.HasPrefix(rel, "wal/") && strings.HasSuffix(base, ".lock"):
 		return "log lock"
 	case strings.HasPrefix(rel, "sessions/") && strings.HasSuffix(base, ".lock"):

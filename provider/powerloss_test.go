@@ -355,7 +355,7 @@ func newPLWorld(dur Durability, kill *plKillSwitch) *plWorld {
 }
 
 func plOptions(fsys vfs.FS, dur Durability, clk clock.Clock, owner string) Options {
-	return Options{FS: fsys, Durability: dur, SweepInterval: -1, CheckpointInterval: -1, Clock: clk,
+	return Options{fs: fsys, Durability: dur, SweepInterval: -1, CheckpointInterval: -1, Clock: clk,
 		Logger: plQuiet(), SegmentSize: plSegSize, Owner: owner}
 }
 

@@ -19,7 +19,7 @@ func TestReplayAfterDeletionReachedDisk(t *testing.T) {
 	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
 	mem.MarkAllSynced()
 	clk := clock.NewManual(time.Now())
-	opts := Options{FS: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
+	opts := Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
 	p := openT(t, "/d", opts)
 	turn := func(events ...Event) {
 		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
@@ -83,7 +83,7 @@ func TestReplayCutShortIsRedone(t *testing.T) {
 		mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
 		mem.MarkAllSynced()
 		clk := clock.NewManual(time.Now())
-		opts := Options{FS: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
+		opts := Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
 		p, err := Open("/d", opts)
 		mustNoErr(t, err)
 		insts := []string{"a", "b", "c"}
@@ -101,7 +101,7 @@ func TestReplayCutShortIsRedone(t *testing.T) {
 
 		sw := &plKillSwitch{at: at}
 		kopts := opts
-		kopts.FS = killFSWithBoot{sw.newFS(mem, "replayer"), mem}
+		kopts.fs = killFSWithBoot{sw.newFS(mem, "replayer"), mem}
 		if p2, err := Open("/d", kopts); err == nil {
 			// The replay finished before the at-th change: every kill
 			// point was tried.

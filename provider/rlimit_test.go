@@ -26,7 +26,7 @@ import (
 // A real short write, with no fault injection: a child process runs with
 // RLIMIT_FSIZE set low and SIGXFSZ ignored, so a write(2) that would grow a
 // file past the limit writes what fits and then fails with EFBIG
-// (filesystem-notes.md §3.3). The parent then checks, as a fresh process
+// (docs/testing.md, "Faults without root"). The parent then checks, as a fresh process
 // without the limit, that nothing partial is visible, that the next attempt
 // (in a new child without the limit) succeeds, and that fsck finds the
 // directory clean.

@@ -41,7 +41,7 @@ func TestStaleTokensConsistent(t *testing.T) {
 		mem := vfs.NewStrictMem()
 		mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
 		clk := clock.NewManual(time.Now())
-		return openT(t, "/d", Options{FS: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}), clk
+		return openT(t, "/d", Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}), clk
 	}
 	fetchOrch := func(t *testing.T, p *FSProvider) string {
 		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)

@@ -37,15 +37,84 @@
 //
 // Sync makes the caller's frames durable with one fdatasync(2) of the
 // segment. Within a process one goroutine syncs for every append made before
-// it started (group commit); across processes the kernel shares the work,
-// since an fdatasync flushes every dirty page of the file, whoever wrote it.
-// A frame is acknowledged only after a sync that began after the frame was
-// written returned, so every byte before an acknowledged frame - frames of
-// every process - is durable too, except the fragments of writes cut short by
-// a kill -9 (pitfall 2 of filesystem-notes.md: a write is torn only at page
-// boundaries). Scan skips such fragments by looking for the next 0xFF and
+// it started (group commit); across processes they share syncs through the
+// group-commit page (below). A frame is acknowledged only after a sync that
+// began after the frame was written returned, and the poison check after it
+// passed, so every byte before an acknowledged frame - frames of every
+// process - is durable too, except the fragments of writes cut short by a
+// kill -9 (which can cut a write short, at a page boundary: the kernel copies
+// a write into the page cache page by page). Scan skips such fragments by looking for the next 0xFF and
 // checking both CRCs, so a torn frame in the middle of the log costs nothing
 // but its own loss, and a frame after it is found.
+//
+// # Group commit across processes
+//
+// fdatasync(2) of a segment makes durable every byte written to it before
+// the call, by any process. The processes share that through dir/group, a
+// page of 64-bit words every process maps shared ([vfs.MapWords]) and nobody
+// ever syncs; every word is read and written with atomic loads and
+// compare-and-swaps, and no lock is taken:
+//
+//   - synced, an LSN S:X: a sync of segment S that began when S held X
+//     bytes (fstat right before the fdatasync) returned success, and the
+//     poison check after it passed. It only grows.
+//   - from, an LSN S:O: every process that published a synced mark in S had
+//     its descriptor of S open since S held at most O bytes. It only grows.
+//   - lead: the wall-clock time at which a process claimed the next sync, or
+//     0.
+//   - done: a count of finished syncs, which waiting processes futex-wait on.
+//
+// A process whose unsynced frames are [lo, end) of segment S loops:
+//
+//  1. It reads done, synced, then from. If both marks are in S, from <= lo
+//     and end <= synced, its frames are durable: after the poison check it
+//     acknowledges them without a sync of its own.
+//  2. Else, if lead is fresh (set less than the bound ago: 4 times the
+//     process's mean fdatasync time, within 2 to 50 ms), it waits on done
+//     until the leader finishes or the bound passes, and goes back to 1.
+//  3. Else it claims lead (a compare-and-swap; a process that loses the race
+//     goes back to 1), raises from to the size S had when it opened S, notes
+//     S's size, fdatasyncs, checks the poison mark, raises synced to S and
+//     that size, clears lead if it still holds its claim, bumps done and
+//     wakes the waiters. A process that has waited twice the bound in all
+//     syncs without claiming.
+//
+// Why a mark never covers a frame it should not:
+//
+//   - synced is written only after the sync it describes and the poison
+//     check succeeded, and names the size seen before that sync began: every
+//     byte below it was in the page cache when the sync started, so it is
+//     durable. A frame written during the sync lies beyond it.
+//   - Only marks of the frames' own segment count; offsets of segment n+1
+//     say nothing about segment n.
+//   - A sync reports the writeback errors of pages written since its
+//     descriptor was opened, but not one that another process had already
+//     been told of before (Linux errseq). Such an error can lose a frame
+//     written before the syncer opened S, and the process told of it may
+//     have died before writing POISONED. So a mark covers only frames at or
+//     after from, which every publisher raises to its own opening offset
+//     before it publishes; the writer of an older frame syncs it itself and
+//     is told of the error.
+//   - The page is never synced, so after a power loss it may hold any
+//     written-back mix of old words. Each is a true statement about the disk:
+//     S held at least X durable bytes, so every frame appended since starts
+//     at or after X and no old mark covers it; segment ids are never reused,
+//     and a process publishes marks of S only after S's directory entry was
+//     made durable (openSegment), so S is the same file after the crash.
+//   - lead and done only decide who waits. A stale or lost value costs at
+//     most one bound of waiting: a claim older than the bound, or further in
+//     the future (another boot, a clock step), is taken over.
+//
+// What a kill -9 or a SIGSTOP at each step leaves: a process stopped or
+// killed while it holds lead (before, during or after its fdatasync) delays
+// the others by at most the bound, after which the first to look claims the
+// lead itself; one killed after its sync but before publishing leaves no
+// mark, so the others sync themselves; one killed after publishing leaves a
+// true mark and a claim that expires. A process stopped while it waits holds
+// nothing. A power loss at any step leaves a page whose words are stale but
+// true (above), or zeros, or no page: processes then sync on their own.
+// Removing the page while processes run is harmless too: those that mapped
+// the old one keep sharing it, new ones share a new one.
 //
 // # Failures stop, never lie
 //
@@ -91,6 +160,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -190,7 +260,11 @@ type Log struct {
 	syncing bool
 	err     error // sticky: ErrPoisoned (wrapping the cause)
 
-	appends, syncs atomic.Int64
+	group     *group       // the group-commit page (group.go), nil if the FS cannot map it
+	now       func() int64 // wall clock in ns (tests replace it)
+	syncNanos atomic.Int64 // mean fdatasync time (group.go)
+
+	appends, syncs, covered atomic.Int64
 }
 
 // Stats are a process's counts of log operations.
@@ -199,16 +273,22 @@ type Stats struct {
 	Appends int64
 	// Syncs counts fdatasyncs of the log (group syncs, rolls, SyncThrough).
 	Syncs int64
+	// Covered counts group syncs this process did not run because another
+	// process's fdatasync had made its frames durable.
+	Covered int64
 }
 
 // Stats returns this process's counts so far.
-func (l *Log) Stats() Stats { return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load()} }
+func (l *Log) Stats() Stats {
+	return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load(), Covered: l.covered.Load()}
+}
 
 // segment is an open segment file. A roll retires it; the last sync using
 // it closes it.
 type segment struct {
 	id      uint32
 	f       vfs.File
+	from    uint32 // the segment's size right after f was opened
 	refs    int
 	retired bool
 }
@@ -225,7 +305,7 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 	if size < 4096 || size > MaxSegmentSize {
 		return nil, fmt.Errorf("wal: segment size %d out of range [4096, %d]", size, MaxSegmentSize)
 	}
-	l := &Log{fs: fsys, dir: dir, segSize: size, log: opts.Logger}
+	l := &Log{fs: fsys, dir: dir, segSize: size, log: opts.Logger, now: wallNanos}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -252,6 +332,11 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 	if err := l.openNewest(); err != nil {
 		l.Close()
 		return nil, err
+	}
+	if g, err := openGroup(fsys, dir); err == nil {
+		l.group = g
+	} else if !errors.Is(err, vfs.ErrNoMap) {
+		l.log.Warn("durofs: the log's group commit across processes is off in this process", "dir", dir, "err", err)
 	}
 	if _, err := fsys.Stat(filepath.Join(dir, poisonName)); err == nil {
 		l.err = fmt.Errorf("%w (marked by %s)", ErrPoisoned, poisonName)
@@ -434,8 +519,13 @@ func (l *Log) Close() error {
 		_ = l.procLock.Unlock()
 		l.procLock = nil
 	}
+	if l.group != nil {
+		l.group.close() // a sync still running finds its words dead and syncs alone
+	}
 	return nil
 }
+
+func wallNanos() int64 { return time.Now().UnixNano() }
 
 func (l *Log) segPath(id uint32) string {
 	return filepath.Join(l.dir, fmt.Sprintf("%016x%s", id, segSuffix))
@@ -491,11 +581,16 @@ func (l *Log) openSegment(id uint32) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open segment: %w", err)
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: open segment: %w", err)
+	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		f.Close()
 		return nil, l.poison(fmt.Errorf("sync %s: %w", l.dir, err))
 	}
-	return &segment{id: id, f: f}, nil
+	return &segment{id: id, f: f, from: uint32(min(fi.Size(), int64(^uint32(0))))}, nil
 }
 
 // retire drops the log's reference to s (l.mu held).
@@ -645,7 +740,8 @@ func (l *Log) Sync(ctx context.Context, end LSN) error {
 }
 
 // syncOnce is one group sync: the current segment up to this process's
-// latest append, then the poison check.
+// latest append (group.go: shared with other processes where possible),
+// then the poison check.
 func (l *Log) syncOnce() error {
 	l.mu.Lock()
 	s, target := l.cur, l.written
@@ -655,8 +751,15 @@ func (l *Log) syncOnce() error {
 	}
 	s.refs++
 	l.mu.Unlock()
-	err := vfs.Datasync(s.f)
-	l.syncs.Add(1)
+	l.smu.Lock()
+	lo := max(l.durable, MakeLSN(s.id, s.from)) // where this process's unsynced frames start
+	l.smu.Unlock()
+	var err error
+	if l.group != nil && target.Segment() == s.id {
+		err = l.groupSync(l.group, s, lo, target)
+	} else {
+		err = l.syncSegment(nil, s)
+	}
 	l.mu.Lock()
 	s.refs--
 	if s.retired && s.refs == 0 {
@@ -664,10 +767,7 @@ func (l *Log) syncOnce() error {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
-	}
-	if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
-		return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
+		return err
 	}
 	l.smu.Lock()
 	l.durable = max(l.durable, target)

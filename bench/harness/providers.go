@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/durofs/durofs/bench/sqliteref"
+	"github.com/durofs/durofs/internal/provhook"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/provider"
 )
@@ -48,7 +49,13 @@ func openProvider(name, dir string, o openOptions) (closer, error) {
 	}
 	switch name {
 	case ProviderDurofs:
-		opts := provider.Options{Logger: o.log, FS: o.fs}
+		opts := provider.Options{Logger: o.log}
+		if o.fs != nil {
+			var ok bool
+			if opts, ok = provhook.WithFS(opts, o.fs); !ok {
+				return nil, fmt.Errorf("open durofs %s: cannot set its file system", dir)
+			}
+		}
 		if o.noSync {
 			opts.Durability = provider.ProcessCrashSafe
 		}

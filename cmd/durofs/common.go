@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -38,15 +39,35 @@ type cli struct {
 // the usage line after "Usage: ", about the paragraph after it.
 func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
 	c := &cli{name: name, stdout: stdout, stderr: stderr}
-	c.fs = flag.NewFlagSet(name, flag.ContinueOnError)
-	c.fs.SetOutput(stderr)
-	c.fs.StringVar(&c.dir, "dir", "", "durofs `directory` (default: $"+dirEnv+")")
+	c.fs = newFlagSet(name, fmt.Sprintf("Usage: %s\n\n%s\n\nFlags (before or after the arguments; --dir and --json also before the command):\n",
+		synopsis, strings.TrimSpace(about)), stderr)
+	c.fs.StringVar(&c.dir, "dir", "", "the durofs directory `D` (default: $"+dirEnv+")")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON for scripts instead of a table")
-	c.fs.Usage = func() {
-		fmt.Fprintf(c.fs.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, strings.TrimSpace(about))
-		c.fs.PrintDefaults()
-	}
 	return c
+}
+
+// newFlagSet returns a flag set that reports to stderr and whose -h prints
+// usage (its text up to "Flags:") and the flags as printFlags spells them.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		printFlags(fs)
+	}
+	return fs
+}
+
+// parseFlags parses args into fs. When ok is false the command must return
+// code: exitOK after -h, exitUsage after a bad flag (already reported).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return exitOK, true
 }
 
 // parse parses args, allowing flags after positional arguments, resolves
@@ -55,11 +76,8 @@ func newCLI(name, synopsis, about string, stdout, stderr io.Writer) *cli {
 // return code.
 func (c *cli) parse(args []string, minPos, maxPos int) (pos []string, code int, ok bool) {
 	for {
-		if err := c.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitOK, false
-			}
-			return nil, exitUsage, false
+		if code, ok := parseFlags(c.fs, args); !ok {
+			return nil, code, false
 		}
 		rest := c.fs.Args()
 		if len(rest) == 0 {
@@ -80,9 +98,17 @@ func (c *cli) parse(args []string, minPos, maxPos int) (pos []string, code int, 
 	}
 	switch {
 	case len(pos) < minPos:
-		return nil, c.usageErr("missing argument (see %s -h)", c.name), false
+		return nil, c.usageErr("missing argument (see durofs help %s)", strings.TrimPrefix(c.name, "durofs ")), false
 	case maxPos >= 0 && len(pos) > maxPos:
 		return nil, c.usageErr("unexpected argument %q", pos[maxPos]), false
+	}
+	if fi, err := os.Stat(c.dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%s: no such directory", c.dir)
+		}
+		return nil, c.fail(err), false
+	} else if !fi.IsDir() {
+		return nil, c.fail(fmt.Errorf("%s is not a directory", c.dir)), false
 	}
 	return pos, exitOK, true
 }
@@ -95,8 +121,47 @@ func (c *cli) usageErr(format string, args ...any) int {
 
 // fail prints err and returns exitFailure.
 func (c *cli) fail(err error) int {
-	fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
+	fmt.Fprintf(c.stderr, "%s: %s\n", c.name, errText(err))
 	return exitFailure
+}
+
+// errText is err's message for a person: without the library's own
+// "durofs: " or "durofs fsck: " prefix (the command prints its name) and
+// without the contract's operation name ("instance_detail: ").
+func errText(err error) string {
+	s := err.Error()
+	var pe *provider.ProviderError
+	if errors.As(err, &pe) && pe.Op != "" {
+		s = strings.Replace(s, pe.Op+": ", "", 1)
+	}
+	for _, prefix := range []string{"durofs fsck: ", "durofs: "} {
+		s = strings.TrimPrefix(s, prefix)
+	}
+	return s
+}
+
+// printFlags prints fs's flags as flag.PrintDefaults does, but spelled
+// as the README and the usage lines spell them: --name.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch f.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			if fmt.Sprintf("%T", f.Value) == "*flag.stringValue" {
+				line += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				line += fmt.Sprintf(" (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w, line)
+	})
 }
 
 // logger logs the provider's warnings to stderr.
@@ -117,13 +182,6 @@ func (c *cli) openRead() (*provider.FSProvider, error) {
 // openWrite opens the directory as a provider (recovery included, no
 // background sweep), for the commands that change it.
 func (c *cli) openWrite() (*provider.FSProvider, error) {
-	fi, err := os.Stat(c.dir)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", c.dir)
-	}
 	if _, err := os.Stat(c.dir + string(os.PathSeparator) + "FORMAT"); err != nil {
 		return nil, fmt.Errorf("%s: %w (no FORMAT file)", c.dir, provider.ErrNotDurofsDir)
 	}

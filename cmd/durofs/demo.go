@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -11,12 +10,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/durofs/durofs/conformance/workload"
+	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/provider"
+	"github.com/durofs/durofs/wal"
 )
 
 // demoConfig is the demo's flags.
@@ -27,6 +29,7 @@ type demoConfig struct {
 	seed      int64
 	timeout   time.Duration
 	nosync    bool
+	force     bool
 }
 
 // statsEvery is how often the demo's workers report their counters, so
@@ -46,17 +49,7 @@ func (e usageError) Error() string { return e.msg }
 
 // demoCmd is "durofs demo".
 func demoCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("durofs demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cfg demoConfig
-	fs.StringVar(&cfg.dir, "dir", "./durofs-demo", "durofs `directory` to (re)create; an existing one must be empty or a durofs directory")
-	fs.IntVar(&cfg.instances, "instances", 60, "orchestration instances to run")
-	fs.IntVar(&cfg.workers, "workers", 3, "worker processes")
-	fs.Int64Var(&cfg.seed, "seed", 1, "workload seed (the same seed gives the same workload and results)")
-	fs.DurationVar(&cfg.timeout, "timeout", 120*time.Second, "give up if the instances have not all finished by then")
-	fs.BoolVar(&cfg.nosync, "nosync", false, "process-crash-safe mode: no fsync (survives kill -9, not power loss)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: durofs demo [flags]
+	fs := newFlagSet("durofs demo", `Usage: durofs demo [--dir D] [--force] [flags]
 
 Runs a mixed workload on --workers processes sharing --dir: chains,
 fan-out/fan-in, durable timers, sub-orchestrations, external events,
@@ -65,14 +58,17 @@ SIGKILLed at 40% and restarted. At the end every instance's status and
 output and every history are verified.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`, stderr)
+	var cfg demoConfig
+	fs.StringVar(&cfg.dir, "dir", "./durofs-demo", "the directory `D` to run in: created if missing; an existing one must be empty (or, with --force, a durofs directory no process has open)")
+	fs.BoolVar(&cfg.force, "force", false, "replace an existing durofs directory (a previous demo's, say) if no process has it open; never anything else")
+	fs.IntVar(&cfg.instances, "instances", 60, "orchestration instances to run")
+	fs.IntVar(&cfg.workers, "workers", 3, "worker processes")
+	fs.Int64Var(&cfg.seed, "seed", 1, "workload seed (the same seed gives the same workload and results)")
+	fs.DurationVar(&cfg.timeout, "timeout", 120*time.Second, "give up if the instances have not all finished by then")
+	fs.BoolVar(&cfg.nosync, "nosync", false, "process-crash-safe mode: no fsync (survives kill -9, not power loss)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -88,7 +84,7 @@ Flags:
 		fmt.Fprintln(stderr, "durofs demo: --timeout must be positive")
 		return exitUsage
 	}
-	if err := resetDir(cfg.dir); err != nil {
+	if err := prepareDir(cfg.dir, cfg.force); err != nil {
 		fmt.Fprintf(stderr, "durofs demo: %v\n", err)
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -101,9 +97,13 @@ Flags:
 	return runDemo(ctx, cfg, stdout, stderr)
 }
 
-// resetDir empties dir, creating it if needed. It refuses (a usageError) to
-// delete anything that is not an empty directory or a durofs directory.
-func resetDir(dir string) error {
+// prepareDir makes dir a directory for the demo, creating it if needed. An
+// existing one must be empty; with force, a durofs directory (it has a
+// durofs FORMAT file) is removed and made anew, unless a process has it
+// open: a provider registers in wal/procs and holds a lock there while it
+// lives (package wal, "Who is alive"). Anything else is refused with a
+// usageError and left as it is.
+func prepareDir(dir string, force bool) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, iofs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -112,21 +112,38 @@ func resetDir(dir string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("stat %s: %w", dir, err)
+		return err
 	}
 	if !fi.IsDir() {
 		return usageError{fmt.Sprintf("%s exists and is not a directory", dir)}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", dir, err)
+		return err
 	}
 	if len(entries) == 0 {
 		return nil
 	}
 	format, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
 	if err != nil || !strings.Contains(string(format), `"durofs"`) {
-		return usageError{fmt.Sprintf("%s is not empty and not a durofs directory; refusing to delete it", dir)}
+		return usageError{fmt.Sprintf("%s is not empty and not a durofs directory; refusing to touch it (give a new or empty directory)", dir)}
+	}
+	if !force {
+		return usageError{fmt.Sprintf("%s already holds a durofs directory; --force replaces it (if no process has it open), or give a new directory", dir)}
+	}
+	// Register as a process of the directory's log: Open tells whether any
+	// other process is registered and alive, and keeps every other
+	// provider's Open waiting (wal/open.lock) until Close, so none can
+	// start using the directory while it is removed.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := wal.Open(ctx, vfs.OS{}, filepath.Join(dir, "wal"), wal.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("%s: cannot tell whether a process has it open, so it is left as it is: %w", dir, err)
+	}
+	defer l.Close()
+	if !l.Alone() {
+		return fmt.Errorf("%s is in use: another process has it open (see %s); stop it, or give another directory", dir, filepath.Join(dir, "wal", "procs"))
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
@@ -215,8 +232,8 @@ func runDemo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) int 
 		}
 		kills++
 		killNote = fmt.Sprintf("worker %d SIGKILLed at %d/%d and restarted", victim, done, total)
-		pr.note(fmt.Sprintf("SIGKILLed worker %d (pid %d) at %d/%d done; restarted it as pid %d (the dead worker's locks expire within %v)",
-			victim, pid, done, total, np.cmd.Process.Pid, lockTimeout))
+		pr.note(fmt.Sprintf("SIGKILLed worker %d (pid %d) at %d/%d done; restarted it as pid %d", victim, pid, done, total, np.cmd.Process.Pid))
+		pr.note(deadLocks(ctx, p, pid))
 	}
 	awaitErr := workload.Await(actx, p, adm, specs, onProgress)
 	cancel()
@@ -306,10 +323,47 @@ func runDemo(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// plural returns word, with an "s" unless n is 1.
+// deadLocks says what the other workers wait for after a worker was
+// killed: the instance leases and activity claims the dead process (pid)
+// still holds, which nobody can take over until they expire.
+func deadLocks(ctx context.Context, p *provider.FSProvider, pid int) string {
+	list, err := p.Leases(ctx)
+	if err != nil {
+		return fmt.Sprintf("could not read the locks it held (%v); they expire within %v", err, lockTimeout)
+	}
+	owner := strconv.Itoa(pid) + "@" // the provider's default owner name: pid@host/id
+	var turns, activities int
+	var last int64
+	for _, l := range list {
+		if !strings.HasPrefix(l.Owner, owner) || (l.State != provider.LeaseHeld && l.State != provider.LeaseExpired) {
+			continue
+		}
+		switch l.Kind {
+		case provider.LeaseKindInstance:
+			turns++
+		case provider.LeaseKindWorkItem:
+			activities++
+		default:
+			continue
+		}
+		last = max(last, l.ExpiresAtMs)
+	}
+	if turns+activities == 0 {
+		return "it held no locks: nothing waits for it"
+	}
+	wait := max(time.Until(time.UnixMilli(last)), 0).Round(100 * time.Millisecond)
+	return fmt.Sprintf("waiting for the locks it held to expire: %d %s and %d %s it fetched and did not ack; "+
+		"the other workers take each over when its lock expires (the last in %v; the lock timeout is %v), so progress may pause until then",
+		turns, plural(turns, "orchestration turn"), activities, plural(activities, "activity"), wait, lockTimeout)
+}
+
+// plural returns word, in the plural unless n is 1.
 func plural(n int, word string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return word
+	case strings.HasSuffix(word, "ity"):
+		return strings.TrimSuffix(word, "y") + "ies"
 	}
 	return word + "s"
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/durofs/durofs/provider"
@@ -126,7 +127,17 @@ func printFsck(w io.Writer, rep provider.FsckReport, remaining int) {
 		fmt.Fprintln(w, "result: clean")
 	case rep.Repair:
 		fmt.Fprintln(w, "result: NOT clean (the remaining findings need an operator)")
+	case slices.ContainsFunc(rep.Remaining(), func(f provider.FsckFinding) bool { return repairable[f.Kind] }):
+		fmt.Fprintln(w, "result: NOT clean (durofs fsck --repair fixes the findings it can repair; see each finding)")
 	default:
-		fmt.Fprintln(w, "result: NOT clean (durofs fsck --repair fixes what is safe to fix)")
+		fmt.Fprintln(w, "result: NOT clean (--repair cannot fix these findings; see what each says)")
 	}
+}
+
+// repairable are the kinds of findings fsck --repair may fix (the
+// provider's FsckXxx documentation); only these earn a --repair hint.
+var repairable = map[string]bool{
+	provider.FsckUnparseable: true, provider.FsckTornTail: true, provider.FsckPendingCommit: true,
+	provider.FsckCounterDrift: true, provider.FsckTempFile: true, provider.FsckStagedOrphan: true,
+	provider.FsckOrphanClaim: true, provider.FsckSymlink: true,
 }

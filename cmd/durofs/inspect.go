@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,11 +21,20 @@ import (
 
 // lsCmd is "durofs ls".
 func lsCmd(args []string, stdout, stderr io.Writer) int {
-	c := newCLI("durofs ls", "durofs ls [--status S] [--dir D] [--json]",
-		"Lists the instances (newest first) with their name, version, status, current execution and times.", stdout, stderr)
-	status := c.fs.String("status", "", "only instances whose current status is `S` (Running, Completed, Failed, ContinuedAsNew)")
+	c := newCLI("durofs ls", "durofs ls [--status S] [--dir D] [--json]", `
+Lists the instances (newest first) with their name, version, status, current
+execution and times. An instance that was started but has no turn acked yet
+(its start message is queued) is listed as Pending.`, stdout, stderr)
+	status := c.fs.String("status", "", "only instances whose current status is `S`: "+strings.Join(lsStatuses, ", "))
 	if _, code, ok := c.parse(args, 0, 0); !ok {
 		return code
+	}
+	if *status != "" {
+		i := slices.IndexFunc(lsStatuses, func(s string) bool { return strings.EqualFold(s, *status) })
+		if i < 0 {
+			return c.usageErr("unknown --status %q (one of %s)", *status, strings.Join(lsStatuses, ", "))
+		}
+		*status = lsStatuses[i]
 	}
 	p, err := c.openRead()
 	if err != nil {
@@ -50,6 +60,9 @@ func lsCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%d instance(s)\n", len(list))
 	return exitOK
 }
+
+// lsStatuses are the values of durofs ls --status.
+var lsStatuses = []string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew, provider.StatusPending}
 
 // showCmd is "durofs show".
 func showCmd(args []string, stdout, stderr io.Writer) int {
@@ -85,7 +98,10 @@ custom status, parent and children, lease, pending commit and queued messages.`,
 	case d.Problem != "":
 		row("instance.json", "UNREADABLE: %s", d.Problem)
 	case !d.HasInstanceFile:
-		row("instance.json", "none (never acked, or deleted)")
+		row("instance.json", "none (no turn acked yet, or deleted)")
+		if slices.ContainsFunc(d.Messages, func(m provider.QueuedMessage) bool { return m.Kind == "StartOrchestration" }) {
+			row("status", "%s (started: its start message is queued, no turn acked yet)", provider.StatusPending)
+		}
 	default:
 		if d.HasRecord && len(d.Workflow) > 0 {
 			row("workflow", "%s (go-workflows)", d.Name)
@@ -555,6 +571,9 @@ type statsReport struct {
 		CompletedInstances uint64 `json:"completed_instances"`
 		FailedInstances    uint64 `json:"failed_instances"`
 		TotalEvents        uint64 `json:"total_events"`
+		// PendingInstances were started (a start message is queued) but
+		// have no turn acked yet; the other counts do not include them.
+		PendingInstances uint64 `json:"pending_instances"`
 	} `json:"metrics"`
 	QueueDepths struct {
 		Orchestrator uint64 `json:"orchestrator"`
@@ -573,9 +592,10 @@ type statsReport struct {
 // statsCmd is "durofs stats".
 func statsCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs stats", "durofs stats [--dir D] [--json]",
-		`Shows the system metrics (Admin get_system_metrics), the queue depths (Admin
-get_queue_depths and durofs queues), pending commits and the disk usage of each
-area of the directory.`, stdout, stderr)
+		`Shows the system metrics (Admin get_system_metrics) and the instances started
+but not yet acked (pending), the queue depths (Admin get_queue_depths and
+durofs queues), pending commits and the disk usage of each area of the
+directory.`, stdout, stderr)
 	if _, code, ok := c.parse(args, 0, 0); !ok {
 		return code
 	}
@@ -593,6 +613,11 @@ area of the directory.`, stdout, stderr)
 	}
 	r.Metrics.TotalInstances, r.Metrics.TotalExecutions, r.Metrics.TotalEvents = m.TotalInstances, m.TotalExecutions, m.TotalEvents
 	r.Metrics.RunningInstances, r.Metrics.CompletedInstances, r.Metrics.FailedInstances = m.RunningInstances, m.CompletedInstances, m.FailedInstances
+	pending, err := p.Instances(ctx, provider.StatusPending)
+	if err != nil {
+		return c.fail(err)
+	}
+	r.Metrics.PendingInstances = uint64(len(pending))
 	qd, err := p.GetQueueDepths(ctx)
 	if err != nil {
 		return c.fail(err)
@@ -623,6 +648,7 @@ area of the directory.`, stdout, stderr)
 	tw := c.table()
 	fmt.Fprintf(tw, "instances\t%d (running %d, completed %d, failed %d)\n", r.Metrics.TotalInstances,
 		r.Metrics.RunningInstances, r.Metrics.CompletedInstances, r.Metrics.FailedInstances)
+	fmt.Fprintf(tw, "pending\t%d (started: a start message is queued, no turn acked yet)\n", r.Metrics.PendingInstances)
 	fmt.Fprintf(tw, "executions\t%d\n", r.Metrics.TotalExecutions)
 	fmt.Fprintf(tw, "events\t%d\n", r.Metrics.TotalEvents)
 	fmt.Fprintf(tw, "queue depths\torchestrator %d, worker %d (unlocked messages)\n", r.QueueDepths.Orchestrator, r.QueueDepths.Worker)

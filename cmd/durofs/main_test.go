@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durofs/durofs/provider"
 )
 
 // buildDurofs builds this command into a temporary directory.
@@ -35,6 +38,8 @@ var (
 	passedRe    = regexp.MustCompile(`invariant check:\s+passed \(0 violations`)
 	completedRe = regexp.MustCompile(`instances completed:\s+12/12 as expected`)
 	killsRe     = regexp.MustCompile(`kills survived:\s+\d`)
+	// killWaitRe: after the kill the demo says what the others wait for.
+	killWaitRe = regexp.MustCompile(`SIGKILLed worker \d \(pid \d+\).*\n(it held no locks: nothing waits for it|waiting for the locks it held to expire: \d+ orchestration turns? and \d+ activit(y|ies) it fetched and did not ack;.*\(the last in [0-9.]+m?s; the lock timeout is 5s\))`)
 )
 
 func TestDemoEndToEnd(t *testing.T) {
@@ -43,21 +48,24 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	bin := buildDurofs(t)
 	dir := filepath.Join(t.TempDir(), "demo")
-	// Twice in a row on the same directory: the second run starts afresh.
-	for run := 1; run <= 2; run++ {
+	demo := func(extra ...string) (stdout, stderr string, code int) {
+		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, bin, "demo", "--instances", "12", "--workers", "3", "--dir", dir, "--seed", "5")
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		start := time.Now()
-		err := cmd.Run()
-		cancel()
-		out := stdout.String()
-		t.Logf("run %d (%v):\n%s", run, time.Since(start).Round(time.Millisecond), out)
-		if err != nil {
-			t.Fatalf("run %d: %v\nstderr:\n%s", run, err, stderr.String())
+		defer cancel()
+		args := append([]string{"demo", "--instances", "12", "--workers", "3", "--dir", dir, "--seed", "5"}, extra...)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		code = exitCode(t, cmd.Run(), args)
+		return out.String(), errb.String(), code
+	}
+	check := func(run int, out, stderr string, code int) {
+		t.Helper()
+		t.Logf("run %d:\n%s", run, out)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\nstderr:\n%s", run, code, stderr)
 		}
-		for _, re := range []*regexp.Regexp{passedRe, completedRe, killsRe} {
+		for _, re := range []*regexp.Regexp{passedRe, completedRe, killsRe, killWaitRe} {
 			if !re.MatchString(out) {
 				t.Errorf("run %d: output does not match %q", run, re)
 			}
@@ -66,9 +74,58 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("run %d: summary incomplete", run)
 		}
 	}
+	out, stderr, code := demo()
+	check(1, out, stderr, code)
+
+	// The directory now holds the first run's data: refused without
+	// --force, and refused with it while a process has it open.
+	before := dirNames(t, dir)
+	if _, stderr, code := demo(); code != exitUsage || !strings.Contains(stderr, "--force") {
+		t.Fatalf("demo on a used directory without --force: exit %d, want %d and a hint\n%s", code, exitUsage, stderr)
+	}
+	if after := dirNames(t, dir); !slices.Equal(before, after) {
+		t.Errorf("a refused demo changed the directory: %d paths, was %d", len(after), len(before))
+	}
+	p, err := provider.Open(dir, provider.Options{SweepInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = dirNames(t, dir)
+	if _, stderr, code := demo("--force"); code != exitFailure || !strings.Contains(stderr, "in use") {
+		t.Errorf("demo --force on a directory a process has open: exit %d, want %d and \"in use\"\n%s", code, exitFailure, stderr)
+	}
+	if after := dirNames(t, dir); !slices.Equal(before, after) {
+		t.Errorf("a refused demo --force changed the directory: %d paths, was %d", len(after), len(before))
+	}
+	if _, err := p.Instances(context.Background(), ""); err != nil {
+		t.Errorf("the open provider after a refused demo: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closed: --force starts afresh.
+	out, stderr, code = demo("--force")
+	check(2, out, stderr, code)
 	if _, err := os.Stat(filepath.Join(dir, "FORMAT")); err != nil {
 		t.Errorf("demo directory: %v", err)
 	}
+}
+
+// dirNames lists every path below dir (sorted).
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		names = append(names, path)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 func TestUsageErrors(t *testing.T) {

@@ -39,16 +39,22 @@ func runCLI(t *testing.T, bin string, env []string, args ...string) cliResult {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	res := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: exitCode(t, err, args)}
+}
+
+// exitCode is the exit status of a command that ran with error err; it
+// fails the test if the command could not run.
+func exitCode(t *testing.T, err error, args []string) int {
+	t.Helper()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
+		return 0
 	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	default:
-		t.Fatalf("durofs %v: %v", args, err)
+		return ee.ExitCode()
 	}
-	return res
+	t.Fatalf("durofs %v: %v", args, err)
+	return -1
 }
 
 // mustRun runs the binary and requires exit code want.
@@ -197,7 +203,8 @@ func TestInspectionCommands(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("ls: %d %s", r.code, r.stderr)
 	}
-	mustContain(t, "ls", r.stdout, "INSTANCE", "done-1", "Greet", "run-1", "Running", "can-1", "child-1", "Completed", "4 instance(s)")
+	// held-1 was started and fetched, but no turn of it was acked: Pending.
+	mustContain(t, "ls", r.stdout, "INSTANCE", "done-1", "Greet", "run-1", "Running", "can-1", "child-1", "Completed", "held-1", "Pending", "5 instance(s)")
 	r = mustRun(t, bin, 0, "ls", "--dir", dir, "--status", "Running")
 	if !strings.Contains(r.stdout, "run-1") || strings.Contains(r.stdout, "done-1") {
 		t.Errorf("ls --status Running:\n%s", r.stdout)
@@ -292,11 +299,11 @@ func TestInspectionCommands(t *testing.T) {
 
 	// stats
 	r = mustRun(t, bin, 0, "stats", "--dir", dir)
-	mustContain(t, "stats", r.stdout, "instances", "4 (running 1, completed 3, failed 0)", "disk usage", "instances", "total")
+	mustContain(t, "stats", r.stdout, "instances", "4 (running 1, completed 3, failed 0)", "pending", "1 (started", "disk usage", "instances", "total")
 	var st statsReport
 	r = mustRun(t, bin, 0, "stats", "--dir", dir, "--json")
 	must(t, json.Unmarshal([]byte(r.stdout), &st))
-	if st.Metrics.TotalInstances != 4 || st.Metrics.TotalExecutions != 5 || st.Metrics.TotalEvents != 14 || st.QueueDepths.Orchestrator != 2 ||
+	if st.Metrics.TotalInstances != 4 || st.Metrics.PendingInstances != 1 || st.Metrics.TotalExecutions != 5 || st.Metrics.TotalEvents != 14 || st.QueueDepths.Orchestrator != 2 ||
 		st.Queues.Orchestrator.Timers != 1 || st.DiskTotal.Bytes == 0 {
 		t.Errorf("stats --json: %+v", st)
 	}

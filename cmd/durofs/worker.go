@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,11 +36,8 @@ func workerCmd(args []string, stdout, stderr io.Writer) int {
 	activities := fs.Int("activity-workers", 2, "activity worker loops")
 	nosync := fs.Bool("nosync", false, "process-crash-safe mode (no fsync)")
 	statsEvery := fs.Duration("stats-every", 0, "also write a stats line this often (0: only at exit)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *dir == "" || fs.NArg() > 0 || *dispatchers < 1 || *activities < 1 {
 		fmt.Fprintln(stderr, "durofs worker: --dir is required; dispatchers and activity workers must be positive")

@@ -60,7 +60,7 @@ const OrchestrationVersion = "1.0.0"
 
 // DuroxideVersion is the runtime version stamped on every event and pinned
 // on every execution.
-const DuroxideVersion = "0.1.26"
+const DuroxideVersion = provider.DuroxideVersion
 
 // ExternalEventName is the event a KindExternal orchestration waits for.
 const ExternalEventName = "approve"

@@ -82,6 +82,9 @@ var memOps = map[string]bool{
 // A failed operation (including an injected fault) changes nothing, and a
 // failed Sync does not make anything durable.
 //
+// [MapWords] maps a MemFS file like a MAP_SHARED page: the words are the
+// file's unsynced data, seen at once through every handle's mapping.
+//
 // # Sync points and fault injection
 //
 // [MemFS.SyncCount] counts successful syncs, and [MemFS.OnSync] registers a
@@ -129,6 +132,8 @@ type memNode struct {
 	// later Sync makes durable only what was written since (dirty).
 	wbLost bool
 	dirty  [][2]int64
+	// wake is closed by Words.Wake (memfs_words.go); nil until a Wait.
+	wake chan struct{}
 
 	// Directories.
 	children       map[string]*memNode

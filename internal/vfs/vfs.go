@@ -5,7 +5,8 @@
 // inject faults, or replace it with an in-memory strict file system that
 // forgets unsynced data at a simulated power loss. Keeping the interface small
 // (open, read, rename, link, remove, list, sync, lock) is what makes those
-// substitutes possible.
+// substitutes possible. [MapWords], outside the interface, maps a few words of
+// a file shared between processes (the write-ahead log's group commit).
 //
 // Durability is a property of the FS value, not of its callers: [NoSync] turns
 // Sync and SyncDir into no-ops, which is the ProcessCrashSafe mode (survives

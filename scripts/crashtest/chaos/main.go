@@ -1,8 +1,8 @@
 //go:build unix
 
-// Command chaos is durofs's kill -9 crash-recovery suite (design.md §6,
-// filesystem-notes.md §3.2), in the style of RocksDB's db_crashtest
-// blackbox mode.
+// Command chaos is durofs's kill -9 crash-recovery suite (docs/design.md
+// §6, docs/testing.md), in the style of RocksDB's db_crashtest blackbox
+// mode.
 //
 // It runs --workers worker processes (re-executions of this binary with the
 // hidden "worker" subcommand), each running workload.Runtime on one shared

@@ -35,7 +35,9 @@ import (
 // cancelled activity), wal/checkpoint.lock (taken with TryLock: others
 // skip their checkpoint) and wal/open.lock (only inside Open; no worker is
 // restarted in stall mode). The write-ahead log itself takes no lock
-// across processes (one O_APPEND write per frame).
+// across processes (one O_APPEND write per frame); a process stopped while
+// it leads a group sync (failpoint wal.sync_lead) makes the others wait at
+// most the log's lead bound (at most 50 ms), then they sync themselves.
 
 // stallVictim is the slot whose worker is stopped.
 const stallVictim = 0

@@ -18,8 +18,8 @@ import (
 	"github.com/durofs/durofs/scripts/crashtest/oracle"
 )
 
-// The checker reads the directory's files directly (README "On-disk
-// layout"), never through a provider, so that nothing it checks is repaired
+// The checker reads the directory's files directly (docs/format.md),
+// never through a provider, so that nothing it checks is repaired
 // on the way. These mirror the provider's file formats (only the fields
 // checked).
 

@@ -1,0 +1,238 @@
+package wal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/durofs/durofs/internal/failpoint"
+	"github.com/durofs/durofs/internal/vfs"
+)
+
+// The group-commit page, dir/group (package doc, "Group commit across
+// processes"): 64-bit words every process maps shared and nobody syncs.
+const (
+	groupName  = "group"
+	groupBytes = 4096
+	groupWords = 5
+
+	wMagic  = 0 // groupMagic once set up
+	wSynced = 1 // LSN S:X: a sync of segment S that began when S held X bytes succeeded
+	wFrom   = 2 // LSN S:O: every publisher of a mark in S had S open since it held at most O bytes
+	wLead   = 3 // wall-clock ns at which the leading process claimed the next sync, or 0
+	wDone   = 4 // counts finished syncs; waiters wait on it
+
+	groupMagic = 0x31304347_4f525544 // "DUROGC01"
+
+	// A fresh lead makes others wait at most leadFactor times this process's
+	// mean fdatasync time, within [minLeadWait, maxLeadWait].
+	leadFactor  = 4
+	minLeadWait = 2 * time.Millisecond
+	maxLeadWait = 50 * time.Millisecond
+)
+
+// group is this process's mapping of the group-commit page.
+type group struct {
+	f vfs.File
+	w vfs.Words
+}
+
+// openGroup maps dir/group, creating it. It fails with vfs.ErrNoMap on an FS
+// that cannot map files shared; the log then syncs on its own.
+func openGroup(fsys vfs.FS, dir string) (*group, error) {
+	f, err := fsys.OpenFile(filepath.Join(dir, groupName), os.O_RDWR|os.O_CREATE, vfs.FilePerm)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+	}
+	g, err := mapGroup(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func mapGroup(f vfs.File) (*group, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+	}
+	if fi.Size() < groupBytes {
+		// Only ever grows it: a process racing us loses no word.
+		if err := f.Truncate(groupBytes); err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+		}
+	}
+	w, err := vfs.MapWords(f, groupWords)
+	if err != nil {
+		return nil, fmt.Errorf("wal: map %s: %w", groupName, err)
+	}
+	if !w.CompareAndSwap(wMagic, 0, groupMagic) && w.Load(wMagic) != groupMagic {
+		_ = w.Close()
+		return nil, fmt.Errorf("wal: %s is not a group-commit page of this version", groupName)
+	}
+	return &group{f: f, w: w}, nil
+}
+
+func (g *group) close() {
+	_ = g.w.Close()
+	_ = g.f.Close()
+}
+
+// live reports whether the mapping still works (Close, or a simulated
+// power loss in tests, leaves words that read as zeros and never change).
+func (g *group) live() bool { return g.w.Load(wMagic) == groupMagic }
+
+// raise sets word i to v if v is larger (a compare-and-swap loop).
+func (g *group) raise(i int, v uint64) {
+	for {
+		old := g.w.Load(i)
+		if v <= old || g.w.CompareAndSwap(i, old, v) || !g.live() {
+			return
+		}
+	}
+}
+
+// finish counts a finished sync and wakes the processes waiting for one.
+func (g *group) finish() {
+	for {
+		d := g.w.Load(wDone)
+		if g.w.CompareAndSwap(wDone, d, d+1) || !g.live() {
+			break
+		}
+	}
+	g.w.Wake(wDone)
+}
+
+// covered reports whether the marks synced and from prove durable this
+// process's frames in [lo, end): both marks in the frames' segment, the
+// frames at or after from, and ending at or before synced.
+func covered(synced, from, lo, end LSN) bool {
+	seg := end.Segment()
+	return synced.Segment() == seg && from.Segment() == seg && lo.Segment() == seg &&
+		from <= lo && end <= synced
+}
+
+// step is what a process waiting for its frames does next.
+type step int
+
+const (
+	stepDone  step = iota // covered: acknowledge after the poison check
+	stepWait              // a fresh lead: wait for its sync to finish
+	stepLead              // no fresh lead: claim it and sync
+	stepAlone             // waited long enough: sync without claiming
+)
+
+func (s step) String() string {
+	return [...]string{"done", "wait", "lead", "alone"}[s]
+}
+
+// decide is one round of the group sync (package doc): given the page's
+// words, the frames [lo, end), the time now, when this process began
+// waiting and its wait bound (all in ns), it returns the next step and, for
+// stepWait, how long to wait at most.
+func decide(synced, from, lo, end LSN, lead, now, since, bound int64) (step, time.Duration) {
+	if covered(synced, from, lo, end) {
+		return stepDone, 0
+	}
+	age := now - lead
+	if lead == 0 || age >= bound || age <= -bound {
+		return stepLead, 0 // none, expired, or from another boot or clock
+	}
+	if now-since >= 2*bound {
+		return stepAlone, 0
+	}
+	return stepWait, time.Duration(min(bound-age, bound, 2*bound-(now-since)))
+}
+
+// waitBound is how long a fresh lead may make this process wait (ns).
+func (l *Log) waitBound() int64 {
+	return min(max(leadFactor*l.syncNanos.Load(), int64(minLeadWait)), int64(maxLeadWait))
+}
+
+// observe folds one fdatasync's duration into the mean (1/8 weight).
+func (l *Log) observe(d time.Duration) {
+	for {
+		old := l.syncNanos.Load()
+		nw := old + (int64(d)-old)/8
+		if old == 0 {
+			nw = int64(d)
+		}
+		if l.syncNanos.CompareAndSwap(old, nw) {
+			return
+		}
+	}
+}
+
+// groupSync makes this process's frames [lo, end) of segment s durable:
+// by another process's sync, by waiting for the leading one, or by its own
+// (package doc).
+func (l *Log) groupSync(g *group, s *segment, lo, end LSN) error {
+	bound := l.waitBound()
+	since := l.now()
+	for {
+		done := g.w.Load(wDone)
+		synced := LSN(g.w.Load(wSynced))
+		from := LSN(g.w.Load(wFrom)) // after synced: its publisher raised from first
+		lead := g.w.Load(wLead)
+		now := l.now()
+		st, d := decide(synced, from, lo, end, int64(lead), now, since, bound)
+		switch st {
+		case stepDone:
+			l.covered.Add(1)
+			return l.CheckShared()
+		case stepWait:
+			g.w.Wait(wDone, done, d)
+		case stepLead:
+			me := uint64(now)
+			if me == lead || me == 0 {
+				me++
+			}
+			if !g.w.CompareAndSwap(wLead, lead, me) {
+				if !g.live() {
+					return l.syncSegment(nil, s)
+				}
+				continue // another process claimed it first: look again
+			}
+			// Stopped or killed here (crash-point sweep, stall test), this
+			// process holds the lead until the bound expires.
+			failpoint.Hit("wal.sync_lead")
+			err := l.syncSegment(g, s)
+			g.w.CompareAndSwap(wLead, me, 0) // unless another process took it over
+			g.finish()
+			return err
+		case stepAlone:
+			err := l.syncSegment(g, s)
+			g.finish()
+			return err
+		}
+	}
+}
+
+// syncSegment fdatasyncs s, then checks the poison mark. With the page g it
+// first raises from to where this process opened s and notes s's size, and
+// publishes that size as synced once both succeeded.
+func (l *Log) syncSegment(g *group, s *segment) error {
+	size := int64(-1)
+	if g != nil {
+		g.raise(wFrom, uint64(MakeLSN(s.id, s.from)))
+		if fi, err := s.f.Stat(); err == nil && fi.Size() <= int64(^uint32(0)) {
+			size = fi.Size()
+		}
+	}
+	t := time.Now()
+	err := vfs.Datasync(s.f)
+	l.observe(time.Since(t))
+	l.syncs.Add(1)
+	if err != nil {
+		return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
+	}
+	if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
+		return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
+	}
+	if size >= 0 {
+		g.raise(wSynced, uint64(MakeLSN(s.id, uint32(size))))
+	}
+	return nil
+}
