@@ -89,16 +89,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("%d SIGKILLs of worker processes in %v", kills, time.Since(start).Round(time.Millisecond))
 
 	// Every workflow finishes with its exact result.
-	for i, inst := range instances {
-		r, err := client.GetWorkflowResult[int](ctx, c, inst, 5*time.Minute)
-		require.NoError(t, err, "workflow %d", i)
-		require.Equal(t, 7*i+1, r, "workflow %d", i)
-	}
-	require.Eventually(t, func() bool {
-		st, err := b.GetStats(ctx)
-		require.NoError(t, err)
-		return st.ActiveWorkflowInstances == 0 && len(st.PendingWorkflowTasks) == 0 && len(st.PendingActivityTasks) == 0
-	}, time.Minute, 100*time.Millisecond)
+	requireResults(t, b, c, instances, 5*time.Minute, time.Minute)
 	for _, w := range workers {
 		require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
 		<-w.exited

@@ -189,6 +189,25 @@ func runWorkerProcess(dir, name, mode string) int {
 	return 0
 }
 
+// requireResults requires every Mixed workflow of instances (Mixed(i) is
+// instances[i]) to finish within wait with its exact result, and then,
+// within drain, nothing to be left over: every child finished too (each
+// active execution, ready task and activity task would show in the stats).
+func requireResults(t *testing.T, b *Backend, c *client.Client, instances []*workflow.Instance, wait, drain time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for i, inst := range instances {
+		r, err := client.GetWorkflowResult[int](ctx, c, inst, wait)
+		require.NoError(t, err, "workflow %d", i)
+		require.Equal(t, 7*i+1, r, "workflow %d", i)
+	}
+	require.Eventually(t, func() bool {
+		st, err := b.GetStats(ctx)
+		require.NoError(t, err)
+		return st.ActiveWorkflowInstances == 0 && len(st.PendingWorkflowTasks) == 0 && len(st.PendingActivityTasks) == 0
+	}, drain, 100*time.Millisecond)
+}
+
 // workerLogDir makes a directory for the worker processes' logs, removed
 // after the test unless it failed.
 func workerLogDir(t *testing.T, prefix string) string {
@@ -302,18 +321,7 @@ func testMultiprocess(t *testing.T, mode provider.Durability) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	for i, inst := range instances {
-		r, err := client.GetWorkflowResult[int](ctx, c, inst, time.Second)
-		require.NoError(t, err, "workflow %d", i)
-		require.Equal(t, 7*i+1, r, "workflow %d", i)
-	}
-	// Every child finished too, and nothing is left over: each active
-	// execution, ready task and activity task would show here.
-	require.Eventually(t, func() bool {
-		st, err := b.GetStats(ctx)
-		require.NoError(t, err)
-		return st.ActiveWorkflowInstances == 0 && len(st.PendingWorkflowTasks) == 0 && len(st.PendingActivityTasks) == 0
-	}, 30*time.Second, 100*time.Millisecond)
+	requireResults(t, b, c, instances, time.Second, 30*time.Second)
 
 	// The directory reads as durofs instances: every workflow and child
 	// completed, each looper in its second execution.

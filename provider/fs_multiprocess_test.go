@@ -412,7 +412,10 @@ func TestMultiprocess(t *testing.T) {
 			h := startHelper(t, dir, env...)
 			startHelper(t, dir, env...)
 			startHelper(t, dir, env...)
-			r := h.must(t, helperCmd{Op: "fetch", LockMs: 500})
+			// The lease must outlive the kill and the fetch below on a loaded
+			// machine (500 ms did not at load 35), and expire within the
+			// takeover fetch's long poll.
+			r := h.must(t, helperCmd{Op: "fetch", LockMs: 3000})
 			if r.Instance != "takeover" {
 				t.Fatalf("helper fetched %q", r.Instance)
 			}
@@ -422,7 +425,7 @@ func TestMultiprocess(t *testing.T) {
 			if it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil); err != nil || it != nil {
 				t.Fatalf("fetch while the dead holder's lease is live = %v, %v; want none", it, err)
 			}
-			it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 2*time.Second, nil)
+			it, err := p.FetchOrchestrationItem(ctx, 5*time.Second, 10*time.Second, nil)
 			if err != nil || it == nil || it.Item.Instance != "takeover" {
 				t.Fatalf("takeover fetch = %+v, %v", it, err)
 			}

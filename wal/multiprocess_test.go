@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +21,8 @@ import (
 
 // The child side of the multi-process tests: append n frames from g
 // goroutines (frame i from goroutine i mod g), one Commit each, print
-// "<i> <lsn>" once each is durable, then "stats <appends> <syncs> <covered>".
+// "<i> <lsn>" once each is durable, then "stats <appends> <syncs> <covered>"
+// and "lat <ns>..." (each Commit's duration).
 func init() {
 	dir, who := os.Getenv("WAL_TEST_CHILD_DIR"), os.Getenv("WAL_TEST_CHILD_WHO")
 	if dir == "" {
@@ -45,6 +47,7 @@ func init() {
 		l.group = nil
 	}
 	var mu sync.Mutex
+	var lats []time.Duration
 	out := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
 	for j := range max(g, 1) {
@@ -52,8 +55,11 @@ func init() {
 		go func() {
 			defer wg.Done()
 			for i := j; i < n; i += max(g, 1) {
+				t0 := time.Now()
 				lsn, err := l.Commit(context.Background(), payload(w, i))
+				d := time.Since(t0)
 				mu.Lock()
+				lats = append(lats, d)
 				if err != nil {
 					fmt.Fprintln(out, "error", err)
 					out.Flush()
@@ -68,6 +74,11 @@ func init() {
 	wg.Wait()
 	st := l.Stats()
 	fmt.Fprintf(out, "stats %d %d %d\n", st.Appends, st.Syncs, st.Covered)
+	fmt.Fprint(out, "lat")
+	for _, d := range lats {
+		fmt.Fprintf(out, " %d", d)
+	}
+	fmt.Fprintln(out)
 	out.Flush()
 	os.Exit(0)
 }
@@ -103,7 +114,7 @@ func TestMultiProcessAppend(t *testing.T) {
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				f := strings.Fields(sc.Text())
-				if f[0] == "stats" {
+				if f[0] == "stats" || f[0] == "lat" {
 					continue
 				}
 				if len(f) != 2 || f[0] == "error" {
@@ -190,8 +201,21 @@ func (f slowSyncFile) Datasync() error {
 	return vfs.Datasync(f.File)
 }
 
-// childStats sums the children's "stats" lines.
-type childStats struct{ appends, syncs, covered int64 }
+// childStats sums the children's "stats" lines and collects their commit
+// latencies.
+type childStats struct {
+	appends, syncs, covered int64
+	lats                    []time.Duration
+}
+
+// latency returns the q-quantile of the commit latencies.
+func (c childStats) latency(q float64) time.Duration {
+	if len(c.lats) == 0 {
+		return 0
+	}
+	l := slices.Sorted(slices.Values(c.lats))
+	return l[min(int(q*float64(len(l))), len(l)-1)]
+}
 
 // runChildren runs procs child processes on the log in dir, each committing
 // each frames from g goroutines, and returns their summed counts and the
@@ -234,6 +258,11 @@ func runChildren(tb testing.TB, dir string, procs, each, g int, env ...string) (
 				f := strings.Fields(sc.Text())
 				mu.Lock()
 				switch {
+				case len(f) > 0 && f[0] == "lat":
+					for _, v := range f[1:] {
+						n, _ := strconv.ParseInt(v, 10, 64)
+						sum.lats = append(sum.lats, time.Duration(n))
+					}
 				case len(f) == 4 && f[0] == "stats":
 					a, _ := strconv.ParseInt(f[1], 10, 64)
 					s, _ := strconv.ParseInt(f[2], 10, 64)
@@ -330,6 +359,9 @@ func BenchmarkMultiProcessCommit(b *testing.B) {
 					b.StopTimer()
 					b.ReportMetric(float64(st.syncs)/float64(st.appends), "fdatasyncs/frame")
 					b.ReportMetric(float64(st.appends)/elapsed.Seconds(), "frames/s")
+					b.ReportMetric(float64(st.latency(0.5).Microseconds()), "p50-µs")
+					b.ReportMetric(float64(st.latency(0.99).Microseconds()), "p99-µs")
+					b.ReportMetric(float64(st.latency(1).Microseconds()), "max-µs")
 				})
 			}
 		}

@@ -713,7 +713,8 @@ func (l *Log) roll(s *segment) error {
 }
 
 // Sync returns once every frame this process appended up to end is durable,
-// with one fdatasync shared by every goroutine waiting at the same time. It
+// with one fdatasync shared by every goroutine waiting at the same time, and
+// with other processes' (package doc, "Group commit across processes"). It
 // fails with ErrPoisoned (wrapping the cause) if a sync failed here or in
 // another process.
 func (l *Log) Sync(ctx context.Context, end LSN) error {
