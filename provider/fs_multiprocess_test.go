@@ -269,6 +269,12 @@ func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 			}
 		}
 		return helperReply{OK: true, Items: got}
+	case "serve": // TestReclaimChurn: fetch and ack everything in the background
+		return churnServe(p)
+	case "unserve":
+		return churnUnserve()
+	case "churn":
+		return churn(p, c.Instance, c.Count)
 	}
 	return helperReply{Err: "unknown op " + c.Op}
 }
