@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // instanceDirs lists instances/ (sorted) and children/<parent key>/ of
@@ -341,5 +344,60 @@ func TestOrphanCheckThroughIndex(t *testing.T) {
 	}
 	if _, err := p.DeleteInstancesAtomic(ctx, []string{root, "late"}, false); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// orderFS checks, at each write of one instance's instance.json and each
+// removal of its children index entry, that an instance.json naming a
+// parent never exists without the entry (fs_reclaim.go).
+type orderFS struct {
+	vfs.FS
+	inst, entry string
+	bad         atomic.Int32
+	seen        atomic.Int32
+}
+
+func (o *orderFS) Rename(oldpath, newpath string) error {
+	if newpath == o.inst {
+		o.seen.Add(1)
+		if _, err := o.FS.Lstat(o.entry); err != nil {
+			o.bad.Add(1) // instance.json (naming the parent) before its entry
+		}
+	}
+	return o.FS.Rename(oldpath, newpath)
+}
+
+func (o *orderFS) Remove(name string) error {
+	if name == o.entry {
+		o.seen.Add(1)
+		if _, err := o.FS.Lstat(o.inst); err == nil {
+			o.bad.Add(1) // the entry goes while instance.json still names the parent
+		}
+	}
+	return o.FS.Remove(name)
+}
+
+// TestChildIndexOrder: the apply of a child's first ack writes its index
+// entry before its instance.json, and the apply of its deletion removes
+// the entry after instance.json: a record naming a parent is never without
+// its entry, for readers that hold no lock (ListChildren, the orphan check
+// of a deletion of the parent).
+func TestChildIndexOrder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ofs := &orderFS{FS: vfs.NoFollow(dir, vfs.Perm{})}
+	p := openT(t, dir, Options{fs: ofs, Durability: ProcessCrashSafe, SweepInterval: -1})
+	ofs.inst, ofs.entry = p.instFilePath("kid"), filepath.Join(p.childrenDir("root"), "kid")
+	root := "root"
+	benchComplete(t, p, root, nil)
+	benchComplete(t, p, "kid", &root)
+	if _, err := p.DeleteInstance(ctx, root, false); err != nil {
+		t.Fatal(err)
+	}
+	if ofs.seen.Load() < 2 {
+		t.Fatalf("saw %d writes or removals, want the write of instance.json and the removal of the entry", ofs.seen.Load())
+	}
+	if n := ofs.bad.Load(); n > 0 {
+		t.Fatalf("%d time(s) an instance.json naming a parent existed without its children index entry", n)
 	}
 }
