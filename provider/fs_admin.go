@@ -418,15 +418,15 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 			return res, false, Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
 		}
 	}
-	for _, k := range keys {
-		kids, err := p.childrenOf(keyOf[k])
+	for _, id := range ids {
+		kids, err := p.childrenOf(id)
 		if err != nil {
 			return res, false, Retryablef(op, err, "%v", err)
 		}
 		for _, c := range kids {
 			if _, inSet := guards[c.key]; !inSet {
 				return res, false, Permanentf(op, ErrNotAllowed,
-					"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", c.f.Instance, keyOf[k])
+					"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", c.f.Instance, id)
 			}
 		}
 	}
