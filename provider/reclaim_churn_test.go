@@ -69,7 +69,7 @@ func TestReclaimChurn(t *testing.T) {
 			select {
 			case <-stopBG:
 				return
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
 			_ = p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: fmt.Sprintf("bg-%d", i%bg), Name: "e", Data: strconv.Itoa(i)}, 0)
 		}
@@ -294,9 +294,9 @@ func (s *churnServer) workLoop(p *FSProvider) {
 
 // churnIDs is how many ids each helper cycles its instances through: few,
 // so that each id is created and deleted again and again.
-const churnIDs = 8
+const churnIDs = 16
 
-// churn creates roots instances over the ids prefix0..prefix7, one
+// churn creates roots instances over the ids prefix0..prefix15, one
 // incarnation of an id after the other: it enqueues its start (input n, the
 // incarnation), waits until it (and its child, if any) completed, deletes
 // it (DeleteInstance, not forced), and starts the next. It reports every
@@ -359,7 +359,7 @@ func churn(p *FSProvider, prefix string, roots int) helperReply {
 			return replyErr(fmt.Errorf("churn %s: no end after an hour (%d of %d begun)", prefix, begun, roots))
 		}
 		if !progress {
-			time.Sleep(time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the others' turns need the CPU more than this loop
 		}
 	}
 }
