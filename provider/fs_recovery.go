@@ -80,7 +80,12 @@ func (p *FSProvider) RecoveryStats() RecoveryStats {
 // is proportional to recent work, not to the number of instances), redoes
 // those still marked pending, finishes work acks whose writer died, and
 // removes staged orphans and stale temporary files. Open calls it; the
-// background sweep calls it periodically.
+// background sweep calls it periodically. The log's records are visited
+// under wal/checkpoint.lock: if another process holds it for longer than
+// checkpointTimeout (it is at the same work, or it is stopped), Recover
+// leaves them to it, to the fetches (each finishes its instance's pending
+// commit before serving it) and to the later sweeps, and goes on with the
+// rest; no process can hold an Open up by holding that lock.
 func (p *FSProvider) Recover(ctx context.Context) error {
 	return p.recoverPass(ctx, 0, true)
 }
