@@ -291,4 +291,37 @@ func (p *FSProvider) quarantineOrch(name, reason string) {
 	p.log.Warn("durofs: quarantined orchestrator message", "message", name, "reason", reason, "err", err)
 }
 
+// quarantineWork moves a worker item whose payload is not a work item aside,
+// under the item's own lock (its claim, which the caller holds, is dropped
+// with it). If the move fails, the claim is rolled back instead and the
+// item stays queued (fsck reports it; --repair moves it).
+func (p *FSProvider) quarantineWork(ctx context.Context, name, token, reason string) {
+	err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+		m, err := p.workQ.Get(name)
+		if err != nil {
+			return err
+		}
+		data, err := jsonMarshal(m)
+		if err != nil {
+			return err
+		}
+		if err := p.quarantine("worker-"+name+".json", reason, data); err != nil {
+			return err
+		}
+		if err := p.workQ.DeleteMessage(name); err != nil {
+			return err
+		}
+		if err := p.workQ.SyncDir(); err != nil {
+			return err
+		}
+		return g.Remove()
+	})
+	if err != nil {
+		_ = p.workQ.Abandon(ctx, token, 0, true)
+		p.log.Error("durofs: could not quarantine an undecodable work item; it stays queued", "item", name, "reason", reason, "err", err)
+		return
+	}
+	p.log.Warn("durofs: quarantined worker item", "item", name, "reason", reason)
+}
+
 func decodeKey(key string) (string, error) { return names.Decode(key) }
