@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -534,9 +533,9 @@ func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr,
 	if events, ok := p.loadHistoryCached(key, exec, committed); ok {
 		return events, nil, nil
 	}
+	// Read again, to say what is wrong (or to find that it no longer is).
 	scan, err := history.Open(p.fs, p.historyPath(key, exec)).ReadCommitted(committed)
 	if err != nil {
-		p.hist.drop(histKey{key, exec})
 		if errors.Is(err, history.ErrCorrupt) {
 			return nil, err, nil
 		}
@@ -545,16 +544,12 @@ func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr,
 	events = make([]Event, 0, len(scan.Records))
 	for _, r := range scan.Records {
 		var ev Event
-		// Not json.Unmarshal, which would check the payload's syntax once
-		// more before UnmarshalJSON checks it.
 		if err := ev.UnmarshalJSON(r.Payload); err != nil {
-			p.hist.drop(histKey{key, exec})
 			return nil, fmt.Errorf("event %d: %w", r.ID, err), nil
 		}
 		events = append(events, ev)
 	}
-	p.hist.put(histKey{key, exec}, history.MarkOf(scan), events)
-	return slices.Clone(events), nil, nil
+	return events, nil, nil
 }
 
 // readCommittedHistory reads an execution's history records and checks

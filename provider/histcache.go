@@ -2,7 +2,6 @@ package provider
 
 import (
 	"container/list"
-	"errors"
 	"slices"
 	"sync"
 
@@ -20,9 +19,10 @@ const histCacheBytes = 8 << 20
 // hundreds of completions) would otherwise decode its whole history again
 // at every turn, in every process. It is a cache of what the file said,
 // never a source of truth: every read still reads state.json's committed
-// count and the file from the mark's last line on, and a file that no
-// longer begins with the marked bytes (cut, emptied, rewritten, replaced,
-// removed) is read whole again, with every check a whole read makes.
+// count and the whole file, and uses the cached events only if the file
+// still begins with the very bytes they were decoded from (same length and
+// CRC-32C); a file cut, emptied, rewritten, replaced or removed is decoded
+// afresh, with every check a whole read makes.
 // Least recently used entries go first.
 type histCache struct {
 	mu    sync.Mutex
@@ -92,25 +92,21 @@ func (c *histCache) drop(k histKey) {
 	}
 }
 
-// loadHistoryCached is loadHistory through the cache: the events after the
-// cached mark are read and decoded, checked against the committed count,
-// and appended to a copy of the cached ones. Anything unusual - no entry, a
-// moved file, a corrupt or undecodable record, fewer records than
-// committed, an I/O error - falls back to the whole read, which reports it.
+// loadHistoryCached is loadHistory through the cache: it reads the file,
+// checks that it still begins with the bytes the cached events came from
+// (history.Log.ReadAfter: their length and CRC-32C), decodes only the
+// records after them, checks the total against the committed count, and
+// returns a copy of the cached events extended by the new ones. Without an
+// entry it reads and decodes the whole file the same way. Anything unusual
+// - a moved file, a corrupt or undecodable record, fewer records than
+// committed, an I/O error - returns ok false, and loadHistory reads the
+// file again as it always did, to report what is wrong.
 func (p *FSProvider) loadHistoryCached(key string, exec uint64, committed int) ([]Event, bool) {
 	k := histKey{key, exec}
-	mark, cached, ok := p.hist.get(k)
-	if !ok {
-		return nil, false
-	}
+	mark, cached, _ := p.hist.get(k)
 	s, next, err := history.Open(p.fs, p.historyPath(key, exec)).ReadAfter(mark)
-	if err != nil {
-		if errors.Is(err, history.ErrMoved) {
-			p.hist.drop(k)
-		}
-		return nil, false
-	}
-	if next.Records < committed {
+	if err != nil || next.Records < committed {
+		p.hist.drop(k)
 		return nil, false
 	}
 	if len(s.Records) == 0 {
@@ -120,7 +116,10 @@ func (p *FSProvider) loadHistoryCached(key string, exec uint64, committed int) (
 	copy(events, cached)
 	for _, r := range s.Records {
 		var ev Event
+		// Not json.Unmarshal, which would check the payload's syntax once
+		// more before UnmarshalJSON checks it.
 		if err := ev.UnmarshalJSON(r.Payload); err != nil {
+			p.hist.drop(k)
 			return nil, false
 		}
 		events = append(events, ev)

@@ -78,3 +78,36 @@ func BenchmarkFetchLongHistory(b *testing.B) {
 		})
 	}
 }
+
+// TestHistoryCacheAfterDeleteAndRecreate: an instance deleted and created
+// again under the same id gets a history file of the same length whose
+// bytes differ (here one activity input, "1" then "2"); a process that
+// read the first one must serve the second (the cache's check covers every
+// byte of the prefix, not its length alone).
+func TestHistoryCacheAfterDeleteAndRecreate(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	adm, _ := p.Admin()
+	for round, input := range []string{"1", "2"} {
+		mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("round %d: fetch = %+v, %v", round, it, err)
+		}
+		s := started("a")
+		evs := []Event{s, {EventID: 2, InstanceID: "a", ExecutionID: 1, TimestampMs: s.TimestampMs, DuroxideVersion: "0.1.26", Kind: ActivityScheduled{Name: "A", Input: input}}}
+		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, evs, nil, nil, md("TestOrch", "1.0.0"), nil))
+		h, err := p.Read(ctx, "a")
+		if err != nil || len(h) != 2 {
+			t.Fatalf("round %d: Read = %d events, %v", round, len(h), err)
+		}
+		if got := h[1].Kind.(ActivityScheduled).Input; got != input {
+			t.Fatalf("round %d: the activity's input is %q, want %q", round, got, input)
+		}
+		if round == 0 {
+			if _, err := adm.DeleteInstance(ctx, "a", true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
