@@ -642,12 +642,17 @@ func TestMultiprocess(t *testing.T) {
 			startHelper(t, dir, env...)
 			startHelper(t, dir, env...)
 			q := openT(t, dir, opts)
-			for i := 0; i < 3; i++ {
+			// (A Recover that finds another process checkpointing for
+			// longer than checkpointTimeout leaves the record to it: retry.)
+			var hist []Event
+			for i := 0; i < 3 || (len(hist) == 0 && i < 30); i++ {
 				mustNoErr(t, q.Recover(ctx))
+				var err error
+				hist, err = q.Read(ctx, "cp")
+				mustNoErr(t, err)
 			}
-			hist, err := q.Read(ctx, "cp")
-			if err != nil || len(hist) != 1 {
-				t.Fatalf("history after recovery = %d events (%v), want the committed turn exactly once", len(hist), err)
+			if len(hist) != 1 {
+				t.Fatalf("history after recovery = %d events, want the committed turn exactly once", len(hist))
 			}
 			if it, err := q.FetchOrchestrationItem(ctx, 5*time.Second, 0, nil); err != nil || it != nil {
 				t.Fatalf("the consumed batch is still fetchable after recovery: %+v %v", it, err)

@@ -81,7 +81,12 @@ func (p *FSProvider) RecoveryStats() RecoveryStats {
 // is proportional to recent work, not to the number of instances), redoes
 // those still marked pending, finishes work acks whose writer died, and
 // removes staged orphans and stale temporary files. Open calls it; the
-// background sweep calls it periodically.
+// background sweep calls it periodically. The log's records are visited
+// under wal/checkpoint.lock: if another process holds it for longer than
+// checkpointTimeout (it is at the same work, or it is stopped), Recover
+// leaves them to it, to the fetches (each finishes its instance's pending
+// commit before serving it) and to the later sweeps, and goes on with the
+// rest; no process can hold an Open up by holding that lock.
 func (p *FSProvider) Recover(ctx context.Context) error {
 	return p.recoverPass(ctx, 0, true)
 }
@@ -292,6 +297,39 @@ func (p *FSProvider) quarantineOrch(name, reason string) {
 		err = p.orchQ.SyncDir()
 	}
 	p.log.Warn("durofs: quarantined orchestrator message", "message", name, "reason", reason, "err", err)
+}
+
+// quarantineWork moves a worker item whose payload is not a work item aside,
+// under the item's own lock (its claim, which the caller holds, is dropped
+// with it). If the move fails, the claim is rolled back instead and the
+// item stays queued (fsck reports it; --repair moves it).
+func (p *FSProvider) quarantineWork(ctx context.Context, name, token, reason string) {
+	err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+		m, err := p.workQ.Get(name)
+		if err != nil {
+			return err
+		}
+		data, err := jsonMarshal(m)
+		if err != nil {
+			return err
+		}
+		if err := p.quarantine("worker-"+name+".json", reason, data); err != nil {
+			return err
+		}
+		if err := p.workQ.DeleteMessage(name); err != nil {
+			return err
+		}
+		if err := p.workQ.SyncDir(); err != nil {
+			return err
+		}
+		return g.Remove()
+	})
+	if err != nil {
+		_ = p.workQ.Abandon(ctx, token, 0, true)
+		p.log.Error("durofs: could not quarantine an undecodable work item; it stays queued", "item", name, "reason", reason, "err", err)
+		return
+	}
+	p.log.Warn("durofs: quarantined worker item", "item", name, "reason", reason)
 }
 
 func decodeKey(key string) (string, error) { return names.Decode(key) }

@@ -590,10 +590,17 @@ const checkpointTimeout = 2 * time.Second
 // checkpointOnce finishes every record since the last checkpoint that is
 // still marked pending (its writer died, or is applying it right now), and,
 // if sync, fsyncs what they touched and advances the checkpoint. One process
-// at a time (wal/checkpoint.lock). With wait it waits for the lock (up to
-// ctx): Recover must not return before the records are finished. Without, a
-// busy lock skips the round (background passes: whoever holds it is doing
-// the same work).
+// at a time (wal/checkpoint.lock). With wait it waits for the lock, but at
+// most checkpointTimeout (Recover, so that Open finishes what the dead left
+// when nobody else is at it); without, a busy lock skips the round at once
+// (background passes). Either way a busy lock is not an error: its holder is
+// doing the same work, and if it is stopped (SIGSTOP, a frozen cgroup) the
+// work waits for no one that needs it: a fetch finishes its instance's
+// pending commit under the instance flock before serving it (redoPending),
+// a work item's finished ack is completed by finishAckedClaims, which takes
+// no checkpoint lock, and the background passes try again. What a stopped
+// holder delays is the checkpoint itself (log truncation) and the
+// publication of a dead writer's messages to instances nobody fetches.
 //
 // A record that cannot be applied (fs_stuck.go) does not end the pass: the
 // records after it are finished too. With sync it is parked, and the
@@ -605,7 +612,13 @@ func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error 
 	var u vfs.Unlocker
 	var err error
 	if wait {
-		u, err = p.fs.Lock(ctx, path)
+		lctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+		u, err = p.fs.Lock(lctx, path)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			p.log.Info("durofs: another process holds the checkpoint lock; leaving the log's pending records to it and to the fetches", "waited", checkpointTimeout)
+			return nil
+		}
 	} else {
 		var ok bool
 		u, ok, err = p.fs.TryLock(path)

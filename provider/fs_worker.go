@@ -134,9 +134,11 @@ func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration
 		failpoint.Hit("fetchwork.after_claim")
 		w, err := UnmarshalWorkItem(claimed.Message.Payload)
 		if err != nil {
-			// Undecodable: roll the claim back and report (contract §2.9).
-			_ = p.workQ.Abandon(ctx, claimed.Claim.Token, 0, true)
-			return nil, Permanentf(op, ErrCorrupt, "work item %s cannot be decoded: %v", claimed.Message.Name, err)
+			// Undecodable: a permanent error (contract §2.9), and the item
+			// goes to quarantine/ so that it cannot block the queue (every
+			// later fetch would meet it first).
+			p.quarantineWork(ctx, claimed.Message.Name, claimed.Claim.Token, fmt.Sprintf("undecodable work item: %v", err))
+			return nil, Permanentf(op, ErrCorrupt, "work item %s cannot be decoded (moved to quarantine/): %v", claimed.Message.Name, err)
 		}
 		if sid, ok := claimed.Message.Attrs[attrSession]; ok && session != nil {
 			won, err := p.claimSession(ctx, sid, session.OwnerID, session.LockTimeout)
