@@ -198,7 +198,17 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		if p.skipStuck(key) {
 			continue // its commit cannot be applied (fs_stuck.go): retried after a back-off
 		}
-		g, ok, err := p.tryLockInstance(key)
+		// An instance without a directory is created only by a fetch of
+		// its start: messages that cannot start it (a completion that
+		// arrived after its instance was deleted) are looked at without
+		// creating a directory (and its fsync) on every pass.
+		g, ok, err := p.lockExisting(ctx, key, false)
+		if errors.Is(err, lease.ErrGone) {
+			if start, perr := p.mayStart(key); perr != nil || !start {
+				continue
+			}
+			g, ok, err = p.tryLockInstance(key)
+		}
 		if err != nil {
 			if unusableInstance(err) {
 				p.warnUnusable(key, e.Attrs[attrInstance], err)
@@ -249,6 +259,45 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		}
 	}
 	return nil, failed
+}
+
+// mayStart reports whether a fetch of instance key, which has no directory,
+// may do anything: its visible messages include a start, or are all
+// QueueMessages (which a fetch deletes, contract test 50). The messages are
+// read without a lock (published messages never change); the fetch that
+// follows decides again under the flock.
+func (p *FSProvider) mayStart(key string) (bool, error) {
+	entries, err := p.orchQ.ListAttr(key)
+	if err != nil {
+		return false, err
+	}
+	nowMs := p.nowMs()
+	seen, queueOnly := false, true
+	for _, e := range entries {
+		if e.VisibleAtMs > nowMs {
+			continue
+		}
+		m, err := p.orchQ.Get(e.Name)
+		if errors.Is(err, fsqueue.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		w, err := UnmarshalWorkItem(m.Payload)
+		if err != nil {
+			return true, nil // the fetch quarantines it
+		}
+		switch w.(type) {
+		case StartOrchestration, ContinueAsNew:
+			return true, nil
+		case QueueMessage:
+		default:
+			queueOnly = false
+		}
+		seen = true
+	}
+	return seen && queueOnly, nil
 }
 
 // busyWait bounds how long a fetch that found nothing else waits in all for

@@ -3,10 +3,12 @@ package provider
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,13 +151,32 @@ func sorted(s []string) []string {
 	return s
 }
 
-// TestFetchLeavesNoDirectory: a fetch that finds nothing to start - a
-// completion racing ahead of its start, messages for an instance never
-// started - takes away the directory its lock created.
+// mkdirFS counts the directories created under one path.
+type mkdirFS struct {
+	vfs.FS
+	under string
+	n     atomic.Int32
+}
+
+func (m *mkdirFS) MkdirAll(name string, perm fs.FileMode) error {
+	if strings.HasPrefix(name, m.under) {
+		if _, err := m.FS.Lstat(name); err != nil {
+			m.n.Add(1)
+		}
+	}
+	return m.FS.MkdirAll(name, perm)
+}
+
+// TestFetchLeavesNoDirectory: a fetch that finds nothing to start leaves no
+// directory: for a completion racing ahead of its start (or arriving after
+// its instance was deleted) it creates none, on no pass; for messages of an
+// instance never started (which it deletes) it takes away the one its lock
+// created.
 func TestFetchLeavesNoDirectory(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	p := openT(t, dir, Options{Durability: ProcessCrashSafe, SweepInterval: -1})
+	mfs := &mkdirFS{FS: vfs.NoFollow(dir, vfs.Perm{}), under: filepath.Join(dir, "instances", "ahead")}
+	p := openT(t, dir, Options{fs: mfs, Durability: ProcessCrashSafe, SweepInterval: -1})
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ActivityCompleted{Instance: "ahead", ExecutionID: 1, ID: 2, Result: "r"}, 0))
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, QueueMessage{Instance: "never", Name: "q", Data: "d"}, 0))
 	for range 2 {
@@ -165,6 +186,9 @@ func TestFetchLeavesNoDirectory(t *testing.T) {
 	}
 	if insts, _ := instanceDirs(t, dir); len(insts) != 0 {
 		t.Fatalf("fetches that found nothing left instances/ = %v", insts)
+	}
+	if n := mfs.n.Load(); n != 0 {
+		t.Fatalf("fetches created the directory of an instance they could not start %d time(s)", n)
 	}
 	// The start arrives: served as usual.
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("ahead"), 0))
