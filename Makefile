@@ -54,6 +54,7 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz '^FuzzDecodeLine$$' -fuzztime 200000x ./history/
 	$(GO) test -run XXX -fuzz '^FuzzEncode$$' -fuzztime 400000x ./internal/names/
 	$(GO) test -run XXX -fuzz '^FuzzLeaseFile$$' -fuzztime 80000x ./lease/
+	$(GO) test -run XXX -fuzz '^FuzzMessageName$$' -fuzztime 200000x ./fsqueue/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
 ## SIGSTOP zombie rounds), then every invariant of docs/design.md §6; then the
