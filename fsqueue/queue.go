@@ -463,17 +463,13 @@ type StagedFile struct {
 // that remove those whose commit never happened. Only the owner of the
 // commit can tell; fsqueue never removes staged files on its own.
 func (q *Queue) Staged() ([]StagedFile, error) {
-	files, err := q.fsys.ReadDirNames(q.dir)
+	files, err := q.scanPrefixed(stagedPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
 	var out []StagedFile
 	for _, f := range files {
-		rest, ok := strings.CutPrefix(f, stagedPrefix)
-		if !ok {
-			continue
-		}
-		name, ok := nameFromFile(rest)
+		name, ok := nameFromFile(strings.TrimPrefix(f, stagedPrefix))
 		if !ok {
 			continue
 		}
@@ -485,6 +481,24 @@ func (q *Queue) Staged() ([]StagedFile, error) {
 	}
 	slices.SortFunc(out, func(a, b StagedFile) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// scanPrefixed returns the names in the queue directory that start with
+// prefix, streaming the listing (a queue directory holds a file per
+// message; the staged and temporary files are few).
+func (q *Queue) scanPrefixed(prefix string) ([]string, error) {
+	return scanDirPrefixed(q.fsys, q.dir, prefix)
+}
+
+func scanDirPrefixed(fsys vfs.FS, dir, prefix string) ([]string, error) {
+	var out []string
+	err := vfs.ScanDir(fsys, dir, func(name []byte) error {
+		if len(name) >= len(prefix) && string(name[:len(prefix)]) == prefix {
+			out = append(out, string(name))
+		}
+		return nil
+	})
+	return out, err
 }
 
 // ReadStaged reads a staged message (not cached).

@@ -464,7 +464,8 @@ func (p *FSProvider) gwEventMessage(q *fsqueue.Queue, instance, execID string, e
 		attrs[attrTimer] = "1"
 		vis = ev.VisibleAtMs
 	}
-	return fsqueue.Message{Name: q.NewName(), VisibleAtMs: vis, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: ev.Data}
+	// Named by Encode: the name carries vis and the route of attrKey.
+	return fsqueue.Message{VisibleAtMs: vis, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: ev.Data}
 }
 
 // eventOfMessage is the inverse of gwEventMessage.
