@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -291,7 +293,10 @@ func (b *builder) add(e Entry) {
 // changes may name an entry twice) and returns the index.
 func (b *builder) finish() *index {
 	s := chunked(b.blocks)
-	s.sort(0, b.n, 2*bits.Len(uint(b.n)))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0)-1)
+	s.psort(0, b.n, 2*bits.Len(uint(b.n)), sem, &wg)
+	wg.Wait()
 	n := b.n
 	if n > 1 {
 		w := 1
@@ -319,6 +324,75 @@ type chunked []*block
 
 func (c chunked) at(i int) *Entry { return &c[i/blockCap].ents[i%blockCap] }
 
+// parallelMin is the smallest range whose sorting psort hands to another
+// goroutine.
+const parallelMin = 1 << 15
+
+// psort is sort on several CPUs: a partition step whose smaller part is
+// large is sorted by another goroutine while a slot of sem is free (the
+// parts are disjoint ranges of the array).
+func (c chunked) psort(lo, hi, depth int, sem chan struct{}, wg *sync.WaitGroup) {
+	for hi-lo > parallelMin && depth > 0 {
+		depth--
+		i, j := c.partition(lo, hi)
+		// The smaller part goes elsewhere if it can; the loop goes on with
+		// the larger.
+		slo, shi := lo, j+1
+		if j-lo >= hi-i {
+			slo, shi = i, hi
+			hi = j + 1
+		} else {
+			lo = i
+		}
+		select {
+		case sem <- struct{}{}:
+			wg.Add(1)
+			go func(d int) {
+				defer wg.Done()
+				c.psort(slo, shi, d, sem, wg)
+				<-sem
+			}(depth)
+		default:
+			c.psort(slo, shi, depth, sem, wg)
+		}
+	}
+	c.sort(lo, hi, depth)
+}
+
+// partition partitions [lo, hi) (hi-lo >= 2) around a median of three:
+// afterwards every entry of [lo, j] is at most the pivot, every one of
+// [i, hi) at least, and j < i.
+func (c chunked) partition(lo, hi int) (i, j int) {
+	mid := lo + (hi-lo)/2
+	a, m, z := c.at(lo), c.at(mid), c.at(hi-1)
+	if m.less(*a) {
+		*a, *m = *m, *a
+	}
+	if z.less(*m) {
+		*m, *z = *z, *m
+		if m.less(*a) {
+			*a, *m = *m, *a
+		}
+	}
+	p := *m
+	i, j = lo, hi-1
+	for i <= j {
+		for c.at(i).less(p) {
+			i++
+		}
+		for p.less(*c.at(j)) {
+			j--
+		}
+		if i <= j {
+			x, y := c.at(i), c.at(j)
+			*x, *y = *y, *x
+			i++
+			j--
+		}
+	}
+	return i, j
+}
+
 // sort sorts [lo, hi) in place: a quicksort whose ranges inside one block
 // go to slices.SortFunc (most of the work, on contiguous memory), with a
 // heapsort fallback after depth levels (no quadratic case).
@@ -333,34 +407,7 @@ func (c chunked) sort(lo, hi, depth int) {
 			return
 		}
 		depth--
-		// Median of three as the pivot, left at mid.
-		mid := lo + (hi-lo)/2
-		a, m, z := c.at(lo), c.at(mid), c.at(hi-1)
-		if m.less(*a) {
-			*a, *m = *m, *a
-		}
-		if z.less(*m) {
-			*m, *z = *z, *m
-			if m.less(*a) {
-				*a, *m = *m, *a
-			}
-		}
-		p := *m
-		i, j := lo, hi-1
-		for i <= j {
-			for c.at(i).less(p) {
-				i++
-			}
-			for p.less(*c.at(j)) {
-				j--
-			}
-			if i <= j {
-				x, y := c.at(i), c.at(j)
-				*x, *y = *y, *x
-				i++
-				j--
-			}
-		}
+		i, j := c.partition(lo, hi)
 		// Recurse into the smaller part, loop on the larger.
 		if j-lo < hi-i {
 			c.sort(lo, j+1, depth)

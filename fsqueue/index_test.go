@@ -152,7 +152,7 @@ func TestIndexBlocks(t *testing.T) {
 // route, many equal ULID prefixes), including the heapsort fallback.
 func TestBuilderSorts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, 2, blockCap - 1, blockCap, blockCap + 1, 3*blockCap + 17, 20000} {
+	for _, n := range []int{0, 1, 2, blockCap - 1, blockCap, blockCap + 1, 3*blockCap + 17, 20000, 150_000} {
 		for _, order := range []string{"random", "sorted", "reversed", "few prefixes"} {
 			es := make([]Entry, n)
 			for i := range es {

@@ -2,7 +2,6 @@ package fsqueue
 
 import (
 	crand "crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/durofs/durofs/internal/route"
 )
 
 // A message's name is everything the queue's index needs, so that a listing
@@ -61,13 +62,7 @@ func clampVisible(visibleAtMs int64) int64 { return min(max(visibleAtMs, 0), Max
 // that no one can choose ids whose routes collide on purpose; collisions by
 // chance (about 1 in 2^64 per pair) only cost a reader the check of a body
 // it did not need: a route says "maybe this value", the body says which.
-func RouteOf(value string) uint64 {
-	if value == "" {
-		return 0
-	}
-	sum := sha256.Sum256([]byte(value))
-	return binary.BigEndian.Uint64(sum[:8])
-}
+func RouteOf(value string) uint64 { return route.Of(value) }
 
 // parseName parses a message name (a file name without ".json") into its
 // index entry; ok is false unless s is a canonical name. It allocates
