@@ -687,11 +687,20 @@ func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepSt
 	var st SweepStats
 	now := q.clock.Now()
 	for _, d := range []string{q.dir, q.claimsDir} {
-		files, err := scanDirPrefixed(q.fsys, d, vfs.TempPrefix)
+		var files []string
+		var err error
+		if d == q.dir {
+			files, err = q.sideFiles()
+		} else {
+			files, err = scanDirPrefixed(q.fsys, d, vfs.TempPrefix)
+		}
 		if err != nil {
 			return st, fmt.Errorf("fsqueue: sweep %s: %w", d, err)
 		}
 		for _, f := range files {
+			if !vfs.IsTemp(f) {
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				return st, err
 			}

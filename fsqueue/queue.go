@@ -120,6 +120,13 @@ type Queue struct {
 	list   listCache
 	msgs   msgCache
 	claims claimCache
+	// sideScan is the last streamed listing of the directory's staged and
+	// temporary files (see sideFiles).
+	sideScan struct {
+		sync.Mutex
+		names []string
+		at    time.Time // real time the listing started
+	}
 
 	linkWarn   sync.Mutex // guards linkWarnAt (see symlink.go)
 	linkWarnAt time.Time
@@ -141,6 +148,11 @@ type listCache struct {
 	mtime    time.Time // mtime of dir observed by the last listing
 	listedAt time.Time // real time taken before that listing's Stat
 	idx      *index    // nil until the first listing and after an error
+	// side holds the staged and temporary files of the directory (names
+	// starting with ".staged-" or vfs.TempPrefix), kept with the index, so
+	// that sweepers of a process whose index a watch keeps up to date find
+	// them without listing the directory (see sideFiles).
+	side map[string]struct{}
 	// watch, when not nil, reports every process's changes to the
 	// directory (inotify); without it the index falls back to the mtime rule.
 	watch      vfs.DirWatch
@@ -463,13 +475,17 @@ type StagedFile struct {
 // that remove those whose commit never happened. Only the owner of the
 // commit can tell; fsqueue never removes staged files on its own.
 func (q *Queue) Staged() ([]StagedFile, error) {
-	files, err := q.scanPrefixed(stagedPrefix)
+	files, err := q.sideFiles()
 	if err != nil {
 		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
 	var out []StagedFile
 	for _, f := range files {
-		name, ok := nameFromFile(strings.TrimPrefix(f, stagedPrefix))
+		rest, ok := strings.CutPrefix(f, stagedPrefix)
+		if !ok {
+			continue
+		}
+		name, ok := nameFromFile(rest)
 		if !ok {
 			continue
 		}
@@ -483,17 +499,12 @@ func (q *Queue) Staged() ([]StagedFile, error) {
 	return out, nil
 }
 
-// scanPrefixed returns the names in the queue directory that start with
-// prefix, streaming the listing (a queue directory holds a file per
-// message; the staged and temporary files are few).
-func (q *Queue) scanPrefixed(prefix string) ([]string, error) {
-	return scanDirPrefixed(q.fsys, q.dir, prefix)
-}
-
+// scanDirPrefixed returns the names in dir that start with prefix,
+// streaming the listing.
 func scanDirPrefixed(fsys vfs.FS, dir, prefix string) ([]string, error) {
 	var out []string
 	err := vfs.ScanDir(fsys, dir, func(name []byte) error {
-		if len(name) >= len(prefix) && string(name[:len(prefix)]) == prefix {
+		if hasPrefix(name, prefix) {
 			out = append(out, string(name))
 		}
 		return nil
@@ -867,7 +878,7 @@ func (q *Queue) refreshLocked() (err error) {
 func (q *Queue) invalidateLocked() {
 	c := &q.list
 	c.valid = false
-	c.idx = nil
+	c.idx, c.side = nil, nil
 }
 
 // relistLocked builds the index from a listing of the directory, streamed
@@ -875,26 +886,90 @@ func (q *Queue) invalidateLocked() {
 // is opened. The old index is dropped first, so the two never coexist.
 func (q *Queue) relistLocked(t0, mtime time.Time) error {
 	c := &q.list
-	c.idx, c.valid = nil, false
+	c.idx, c.valid, c.side = nil, false, nil
 	var b builder
+	side := map[string]struct{}{}
 	err := vfs.ScanDir(q.fsys, q.dir, func(file []byte) error {
 		if e, ok := entryOfFile(file); ok {
 			b.add(e)
+		} else if isSideFile(file) {
+			side[string(file)] = struct{}{}
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
-	c.idx = b.finish()
+	c.idx, c.side = b.finish(), side
 	c.mtime, c.listedAt, c.valid = mtime, t0, true
 	return nil
+}
+
+// isSideFile reports whether a directory entry is a staged or temporary
+// file.
+func isSideFile[S string | []byte](name S) bool {
+	return hasPrefix(name, stagedPrefix) || hasPrefix(name, vfs.TempPrefix)
+}
+
+func hasPrefix[S string | []byte](s S, prefix string) bool {
+	return len(s) >= len(prefix) && string(s[:len(prefix)]) == prefix
+}
+
+// sideFileReuse is how long a streamed listing of the side files is reused:
+// the sweepers that call Staged and Sweep one after the other list the
+// directory once. Both check what they find before acting on it (a staged
+// file younger than their age limit, or a temporary file younger than its,
+// is left alone), so a listing a second old loses nothing.
+const sideFileReuse = time.Second
+
+// sideFiles returns the names of the directory's staged and temporary
+// files: from the index when a directory watch keeps it up to date (no
+// listing; a process that fetches has one), else from a streamed listing
+// of the directory (reused for sideFileReuse), which does not build the
+// index: a process that only enqueues, or only sweeps, keeps none.
+func (q *Queue) sideFiles() ([]string, error) {
+	c := &q.list
+	c.mu.Lock()
+	if c.watch != nil && c.valid {
+		err := q.refreshLocked()
+		names := slices.Collect(maps.Keys(c.side))
+		c.mu.Unlock()
+		return names, err
+	}
+	c.mu.Unlock()
+	q.sideScan.Lock()
+	defer q.sideScan.Unlock()
+	if q.sideScan.names != nil && time.Since(q.sideScan.at) < sideFileReuse {
+		return slices.Clone(q.sideScan.names), nil
+	}
+	t0 := time.Now()
+	names := []string{}
+	err := vfs.ScanDir(q.fsys, q.dir, func(name []byte) error {
+		if isSideFile(name) {
+			names = append(names, string(name))
+		}
+		return nil
+	})
+	if err != nil {
+		q.sideScan.names = nil
+		return nil, err
+	}
+	q.sideScan.names, q.sideScan.at = names, t0
+	return slices.Clone(names), nil
 }
 
 // applyEvents applies watched changes to the index.
 func (q *Queue) applyEvents(events []vfs.DirEvent) {
 	x := q.list.idx
 	for _, ev := range events {
+		if isSideFile(ev.Name) {
+			if ev.Added {
+				q.list.side[ev.Name] = struct{}{}
+			} else {
+				delete(q.list.side, ev.Name)
+			}
+			continue
+		}
 		name, ok := strings.CutSuffix(ev.Name, msgSuffix)
 		if !ok {
 			continue

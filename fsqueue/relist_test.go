@@ -1,6 +1,7 @@
 package fsqueue_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -73,6 +74,81 @@ func TestFirstListingOpensNoMessage(t *testing.T) {
 				}
 				if len(es) != (n+6-r)/7 {
 					t.Fatalf("ListRoute(%d) = %d entries, want %d", r, len(es), (n+6-r)/7)
+				}
+			}
+		})
+	}
+}
+
+// TestSweepersListOnce: the staged and temporary files that Staged and
+// Sweep look for come from the index when a directory watch keeps it up to
+// date - no listing of the queue directory, so a process that fetches
+// pays nothing per sweep for the messages it holds - and otherwise from
+// one streamed listing that the two calls share (which builds no index).
+// Either way they find the same files.
+func TestSweepersListOnce(t *testing.T) {
+	for _, mode := range []string{"watch", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := clock.NewManual(time.Now())
+			writer := openQueueAttr(t, vfs.OS{}, dir, clk, "k")
+			for range 3 {
+				enqueue(t, writer, fsqueue.Message{Payload: json.RawMessage(`1`)})
+			}
+			staged := fsqueue.Message{Payload: json.RawMessage(`2`)}
+			if err := writer.Stage(staged); err != nil {
+				t.Fatal(err)
+			}
+			oldTemp := filepath.Join(dir, vfs.TempPrefix+"x.json-1")
+			if err := os.WriteFile(oldTemp, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			old := time.Now().Add(-time.Hour)
+			if err := os.Chtimes(oldTemp, old, old); err != nil {
+				t.Fatal(err)
+			}
+			cfs := vfs.Counting(vfs.OS{})
+			var fsys vfs.FS = cfs
+			if mode == "poll" {
+				fsys = struct{ vfs.FS }{cfs} // no watch, no DirScanner: ReadDirNames
+			}
+			q := openQueueAttr(t, fsys, dir, clk, "k")
+			if mode == "watch" {
+				if _, ok := vfs.WatchDir(vfs.OS{}, t.TempDir()); !ok {
+					t.Skip("no directory watch on this system")
+				}
+				if _, err := q.List(); err != nil { // a fetching process: its index is built
+					t.Fatal(err)
+				}
+			}
+			before := cfs.Files().Listings
+			st, err := q.Staged()
+			if err != nil || len(st) != 1 {
+				t.Fatalf("Staged = %v, %v; want the one staged file", st, err)
+			}
+			sw, err := q.Sweep(context.Background(), time.Minute)
+			if err != nil || sw.TempRemoved != 1 {
+				t.Fatalf("Sweep = %+v, %v; want the old temporary file removed", sw, err)
+			}
+			// Sweep lists claims/ twice (its temporary files, its claims) in
+			// both modes.
+			want := int64(2)
+			if mode == "poll" {
+				want = 3 // and the queue directory once, for both calls
+			}
+			if got := cfs.Files().Listings - before; got != want {
+				t.Fatalf("Staged and Sweep listed directories %d times, want %d", got, want)
+			}
+			// A file staged now is seen at once with the watch (no listing).
+			if mode == "watch" {
+				if err := writer.Stage(fsqueue.Message{Payload: json.RawMessage(`3`)}); err != nil {
+					t.Fatal(err)
+				}
+				if st, err := q.Staged(); err != nil || len(st) != 2 {
+					t.Fatalf("Staged after another stage = %v, %v; want 2", st, err)
+				}
+				if got := cfs.Files().Listings - before; got != want {
+					t.Fatalf("listed directories %d times, want still %d", got, want)
 				}
 			}
 		})

@@ -67,7 +67,8 @@ func (n noSyncFS) ScanDir(dir string, fn func(name []byte) error) error {
 	return ScanDir(n.FS, dir, fn)
 }
 
-// ScanDir forwards to the wrapped FS.
+// ScanDir forwards to the wrapped FS (and counts a listing).
 func (c *CountingFS) ScanDir(dir string, fn func(name []byte) error) error {
+	c.listings.Add(1)
 	return ScanDir(c.FS, dir, fn)
 }

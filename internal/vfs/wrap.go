@@ -52,6 +52,7 @@ type CountingFS struct {
 	creates   atomic.Int64
 	unlinks   atomic.Int64
 	opens     atomic.Int64
+	listings  atomic.Int64
 }
 
 // FileCounts counts the inode churn seen by a [CountingFS].
@@ -63,11 +64,14 @@ type FileCounts struct {
 	// Opens is how many times a file was opened: OpenFile (directories
 	// included), ReadFile and LockExisting calls, successful or not.
 	Opens int64
+	// Listings is how many times a directory was listed (ReadDirNames,
+	// ScanDir).
+	Listings int64
 }
 
 // Files returns the file counts so far.
 func (c *CountingFS) Files() FileCounts {
-	return FileCounts{Creates: c.creates.Load(), Unlinks: c.unlinks.Load(), Opens: c.opens.Load()}
+	return FileCounts{Creates: c.creates.Load(), Unlinks: c.unlinks.Load(), Opens: c.opens.Load(), Listings: c.listings.Load()}
 }
 
 // Counting wraps inner and counts its fsyncs exactly.
@@ -100,6 +104,12 @@ func (c *CountingFS) OpenFile(name string, flag int, perm fs.FileMode) (File, er
 func (c *CountingFS) ReadFile(name string) ([]byte, error) {
 	c.opens.Add(1)
 	return c.FS.ReadFile(name)
+}
+
+// ReadDirNames implements FS.
+func (c *CountingFS) ReadDirNames(name string) ([]string, error) {
+	c.listings.Add(1)
+	return c.FS.ReadDirNames(name)
 }
 
 // LockExisting implements FS.
