@@ -157,6 +157,9 @@ type FSProvider struct {
 	// gw holds the workflow queues (fs_gw.go).
 	gw gwEngine
 
+	// hist keeps recently read histories, decoded (histcache.go).
+	hist histCache
+
 	// stuck holds the commits this process could not apply (fs_stuck.go).
 	stuck stuckSet
 }

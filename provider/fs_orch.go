@@ -541,8 +541,18 @@ func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, histo
 // loadHistory reads and decodes one execution's history. herr says why the
 // stored history cannot be used (corrupt, truncated, an undecodable event);
 // err is an I/O failure.
+// A process keeps the events it decoded (histcache.go) and decodes only
+// those appended since.
 func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr, err error) {
-	scan, err := p.readCommittedHistory(key, exec)
+	committed, err := p.committedCount(key, exec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if events, ok := p.loadHistoryCached(key, exec, committed); ok {
+		return events, nil, nil
+	}
+	// Read again, to say what is wrong (or to find that it no longer is).
+	scan, err := history.Open(p.fs, p.historyPath(key, exec)).ReadCommitted(committed)
 	if err != nil {
 		if errors.Is(err, history.ErrCorrupt) {
 			return nil, err, nil
@@ -552,8 +562,6 @@ func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr,
 	events = make([]Event, 0, len(scan.Records))
 	for _, r := range scan.Records {
 		var ev Event
-		// Not json.Unmarshal, which would check the payload's syntax once
-		// more before UnmarshalJSON checks it.
 		if err := ev.UnmarshalJSON(r.Payload); err != nil {
 			return nil, fmt.Errorf("event %d: %w", r.ID, err), nil
 		}
@@ -580,15 +588,25 @@ func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr,
 // an apply sees the history at least as long as the count it read (see
 // readExec for the rest of that race).
 func (p *FSProvider) readCommittedHistory(key string, exec uint64) (history.Scan, error) {
-	ef, err := p.readExecutionFile(key, exec)
-	if err != nil && !errors.Is(err, ErrCorrupt) {
+	committed, err := p.committedCount(key, exec)
+	if err != nil {
 		return history.Scan{}, err
 	}
-	committed := 0
-	if err == nil && ef != nil {
-		committed = int(min(ef.EventCount, uint64(math.MaxInt32)))
-	}
 	return history.Open(p.fs, p.historyPath(key, exec)).ReadCommitted(committed)
+}
+
+// committedCount is the number of events state.json says were committed to
+// an execution's history (0 when there is no readable state.json: then
+// nothing is known, and nothing is checked).
+func (p *FSProvider) committedCount(key string, exec uint64) (int, error) {
+	ef, err := p.readExecutionFile(key, exec)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return 0, err
+	}
+	if err == nil && ef != nil {
+		return int(min(ef.EventCount, uint64(math.MaxInt32))), nil
+	}
+	return 0, nil
 }
 
 // AbandonOrchestrationItem implements Provider. Expiry is not checked (as in

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -85,6 +86,25 @@ func TestTruncatedCommittedHistory(t *testing.T) {
 			mustNoErr(t, os.Remove(hp))
 			mustNoErr(t, os.Symlink(other, hp))
 		}},
+		{
+			// Another process appends event 4 after this one read the
+			// history; then the file loses it again: the bytes this
+			// process read are intact, but fewer than were committed.
+			name: "a later record cut at its line start", lost: true,
+			damage: func(t *testing.T, p *FSProvider, hp string) {
+				ctx := context.Background()
+				q := openT(t, p.dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+				it, err := q.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+				if err != nil || it == nil {
+					t.Fatalf("other process's fetch = %+v, %v", it, err)
+				}
+				ev := Event{EventID: 4, InstanceID: "a", ExecutionID: 1, TimestampMs: 1, DuroxideVersion: "0.1.26", Kind: TimerCreated{FireAtMs: 1}}
+				mustNoErr(t, q.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, md("TestOrch", "1.0.0"), nil))
+				mustNoErr(t, q.Close())
+				mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "a", Name: "go", Data: "2"}, 0))
+				mustNoErr(t, os.Truncate(hp, lineStart(t, hp, 4)))
+			},
+		},
 		{name: "torn tail nobody committed", want: 3, damage: func(t *testing.T, p *FSProvider, hp string) {
 			f, err := os.OpenFile(hp, os.O_WRONLY|os.O_APPEND, 0)
 			mustNoErr(t, err)
@@ -112,65 +132,75 @@ func TestTruncatedCommittedHistory(t *testing.T) {
 			},
 		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
-			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-			hp := ackThreeEvents(t, p, "a")
-			c.damage(t, p, hp)
-			before, _ := os.ReadFile(hp)
-
-			// Read, without the instance flock, first: a shortfall it sees
-			// is checked again under the flock, after the pending commit
-			// is finished.
-			h, err := p.Read(ctx, "a")
-			if c.lost && (!errors.Is(err, ErrCorrupt) || IsRetryable(err)) {
-				t.Errorf("Read = %d events, %v; want a permanent ErrCorrupt", len(h), err)
-			}
-			if !c.lost && (err != nil || len(h) != c.want) {
-				t.Errorf("Read = %d events, %v; want %d events", len(h), err, c.want)
-			}
-
-			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-			if err != nil || it == nil {
-				t.Fatalf("fetch = %+v, %v; want the item", it, err)
-			}
-			ev := Event{EventID: 3, InstanceID: "a", ExecutionID: 1, TimestampMs: 1, DuroxideVersion: "0.1.26", Kind: ActivityScheduled{Name: "other", Input: "x"}}
-			if !c.lost {
-				if it.Item.HistoryError != nil || len(it.Item.History) != c.want {
-					t.Fatalf("fetch: history error %v, %d events; want %d events", it.Item.HistoryError, len(it.Item.History), c.want)
+	// Each case cold, and warm: the process read the whole history before
+	// the damage, so its history cache (histcache.go) holds all 3 events
+	// and must notice that the file no longer holds what it read.
+	for _, warm := range []bool{false, true} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/warm=%v", c.name, warm), func(t *testing.T) {
+				ctx := context.Background()
+				p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+				hp := ackThreeEvents(t, p, "a")
+				if warm {
+					if h, err := p.Read(ctx, "a"); err != nil || len(h) != 3 {
+						t.Fatalf("Read before the damage = %d events, %v", len(h), err)
+					}
 				}
-				ev.EventID = uint64(c.want) + 1
-				mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, md("TestOrch", "1.0.0"), nil))
+				c.damage(t, p, hp)
+				before, _ := os.ReadFile(hp)
+
+				// Read, without the instance flock, first: a shortfall it sees
+				// is checked again under the flock, after the pending commit
+				// is finished.
 				h, err := p.Read(ctx, "a")
-				if err != nil || len(h) != c.want+1 {
-					t.Fatalf("after the ack, Read = %d events, %v; want %d", len(h), err, c.want+1)
+				if c.lost && (!errors.Is(err, ErrCorrupt) || IsRetryable(err)) {
+					t.Errorf("Read = %d events, %v; want a permanent ErrCorrupt", len(h), err)
 				}
-				return
-			}
-			if it.Item.HistoryError == nil || len(it.Item.History) != 0 {
-				t.Fatalf("fetch served %d events of a history that lost committed ones, history error %v", len(it.Item.History), it.Item.HistoryError)
-			}
-			if it.AttemptCount != 1 {
-				t.Errorf("attempt count %d, want 1 (a history error is counted toward poison)", it.AttemptCount)
-			}
-			err = p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, md("TestOrch", "1.0.0"), nil)
-			if !errors.Is(err, ErrCorrupt) || IsRetryable(err) {
-				t.Errorf("ack of a different event 3 = %v; want a permanent ErrCorrupt", err)
-			}
-			if err := p.AppendWithExecution(ctx, "a", 1, []Event{ev}); !errors.Is(err, ErrCorrupt) || IsRetryable(err) {
-				t.Errorf("AppendWithExecution = %v; want a permanent ErrCorrupt", err)
-			}
-			if after, _ := os.ReadFile(hp); !bytes.Equal(before, after) {
-				t.Errorf("the damaged history was changed:\n%q\nwas\n%q", after, before)
-			}
-			if h, err := p.Read(ctx, "a"); !errors.Is(err, ErrCorrupt) || IsRetryable(err) {
-				t.Errorf("Read = %d events, %v; want a permanent ErrCorrupt", len(h), err)
-			}
-			if _, err := p.ReadWithExecution(ctx, "a", 1); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("ReadWithExecution: %v; want ErrCorrupt", err)
-			}
-		})
+				if !c.lost && (err != nil || len(h) != c.want) {
+					t.Errorf("Read = %d events, %v; want %d events", len(h), err, c.want)
+				}
+
+				it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+				if err != nil || it == nil {
+					t.Fatalf("fetch = %+v, %v; want the item", it, err)
+				}
+				ev := Event{EventID: 3, InstanceID: "a", ExecutionID: 1, TimestampMs: 1, DuroxideVersion: "0.1.26", Kind: ActivityScheduled{Name: "other", Input: "x"}}
+				if !c.lost {
+					if it.Item.HistoryError != nil || len(it.Item.History) != c.want {
+						t.Fatalf("fetch: history error %v, %d events; want %d events", it.Item.HistoryError, len(it.Item.History), c.want)
+					}
+					ev.EventID = uint64(c.want) + 1
+					mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, md("TestOrch", "1.0.0"), nil))
+					h, err := p.Read(ctx, "a")
+					if err != nil || len(h) != c.want+1 {
+						t.Fatalf("after the ack, Read = %d events, %v; want %d", len(h), err, c.want+1)
+					}
+					return
+				}
+				if it.Item.HistoryError == nil || len(it.Item.History) != 0 {
+					t.Fatalf("fetch served %d events of a history that lost committed ones, history error %v", len(it.Item.History), it.Item.HistoryError)
+				}
+				if it.AttemptCount != 1 {
+					t.Errorf("attempt count %d, want 1 (a history error is counted toward poison)", it.AttemptCount)
+				}
+				err = p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, md("TestOrch", "1.0.0"), nil)
+				if !errors.Is(err, ErrCorrupt) || IsRetryable(err) {
+					t.Errorf("ack of a different event 3 = %v; want a permanent ErrCorrupt", err)
+				}
+				if err := p.AppendWithExecution(ctx, "a", 1, []Event{ev}); !errors.Is(err, ErrCorrupt) || IsRetryable(err) {
+					t.Errorf("AppendWithExecution = %v; want a permanent ErrCorrupt", err)
+				}
+				if after, _ := os.ReadFile(hp); !bytes.Equal(before, after) {
+					t.Errorf("the damaged history was changed:\n%q\nwas\n%q", after, before)
+				}
+				if h, err := p.Read(ctx, "a"); !errors.Is(err, ErrCorrupt) || IsRetryable(err) {
+					t.Errorf("Read = %d events, %v; want a permanent ErrCorrupt", len(h), err)
+				}
+				if _, err := p.ReadWithExecution(ctx, "a", 1); !errors.Is(err, ErrCorrupt) {
+					t.Errorf("ReadWithExecution: %v; want ErrCorrupt", err)
+				}
+			})
+		}
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,14 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, "durobench child: missing role (run, fetch or probe)")
 		return 2
 	}
+	if dir := os.Getenv(EnvCPUProfile); dir != "" {
+		stop, err := startCPUProfile(dir, args[0])
+		if err != nil {
+			fmt.Fprintf(stderr, "durobench child: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
 	var err error
 	switch role, rest := args[0], args[1:]; role {
 	case roleRun:
@@ -47,6 +57,28 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return 1
 	}
 	return 0
+}
+
+// EnvCPUProfile names an environment variable: when it holds a directory,
+// every child process that exits normally writes its CPU profile there, as
+// <role>-<pid>.pprof (`go tool pprof` reads it; a SIGKILLed child writes
+// none).
+const EnvCPUProfile = "DUROBENCH_CPUPROFILE"
+
+// startCPUProfile starts this process's CPU profile into dir.
+func startCPUProfile(dir, role string) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", role, os.Getpid())))
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // lineWriter writes JSON lines, one goroutine at a time.

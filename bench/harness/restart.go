@@ -139,6 +139,10 @@ func restartCell(ctx context.Context, cfg Config, prov, dir string, instances in
 // the end by an in-process runtime) and enqueues the starts of pending
 // ones. durofs is built in ProcessCrashSafe mode (the files are those of
 // Durable mode, not fsynced); the SQLite reference has no unsynced mode.
+// cloneAbove is how many completed instances buildRestartDir runs before
+// it copies the rest (durofs only).
+const cloneAbove = 10_000
+
 func buildRestartDir(ctx context.Context, cfg Config, prov, dir string, completed, pending int) (string, error) {
 	sz := cfg.Sizes
 	if err := os.RemoveAll(dir); err != nil {
@@ -149,6 +153,13 @@ func buildRestartDir(ctx context.Context, cfg Config, prov, dir string, complete
 		return "", err
 	}
 	defer p.Close()
+	// Beyond cloneAbove completed instances, durofs's are built by running
+	// the first cloneAbove and copying the first one's files for the rest
+	// (clone.go): a million would take the runtime hours.
+	cloned := 0
+	if prov == ProviderDurofs && completed > cloneAbove {
+		cloned, completed = completed-cloneAbove, cloneAbove
+	}
 	var done []queued
 	for i := range completed {
 		s, err := workload.NewSpec(fmt.Sprintf("done-%06d", i), workload.KindChain, 0, i)
@@ -186,6 +197,11 @@ func buildRestartDir(ctx context.Context, cfg Config, prov, dir string, complete
 			}
 		}
 	}
+	if cloned > 0 {
+		if err := cloneInstances(dir, "done-000000", cloned, func(i int) string { return fmt.Sprintf("done-%06d", completed+i) }, 8); err != nil {
+			return "", err
+		}
+	}
 	var pend []queued
 	for i := range pending {
 		s, err := workload.NewSpec(fmt.Sprintf("pend-%06d", i), workload.KindChain, sz.ChainLength, i)
@@ -199,6 +215,9 @@ func buildRestartDir(ctx context.Context, cfg Config, prov, dir string, complete
 	}
 	if err := p.Close(); err != nil {
 		return "", err
+	}
+	if prov == ProviderDurofs && cloned > 0 {
+		return fmt.Sprintf("durofs ProcessCrashSafe, 4 dispatchers in one process; %d more completed instances copied from the first one's files", cloned), nil
 	}
 	if prov == ProviderDurofs {
 		return "durofs ProcessCrashSafe, 4 dispatchers in one process", nil

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/durofs/durofs/bench/gwbench"
@@ -32,7 +33,18 @@ func main() {
 	procs := flag.Int("procs", 4, "worker processes of the multi-process runs")
 	dir := flag.String("dir", "", "where the stores go (default: a temporary directory under $DUROBENCH_DIR or .data)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "time limit of one measurement")
+	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile (the client, and the worker of the 1-process runs) to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *dir == "" {
 		base := os.Getenv("DUROBENCH_DIR")
 		if base == "" {
