@@ -120,13 +120,6 @@ type Queue struct {
 	list   listCache
 	msgs   msgCache
 	claims claimCache
-	// sideScan is the last streamed listing of the directory's staged and
-	// temporary files (see sideFiles).
-	sideScan struct {
-		sync.Mutex
-		names []string
-		at    time.Time // real time the listing started
-	}
 
 	linkWarn   sync.Mutex // guards linkWarnAt (see symlink.go)
 	linkWarnAt time.Time
@@ -915,18 +908,11 @@ func hasPrefix[S string | []byte](s S, prefix string) bool {
 	return len(s) >= len(prefix) && string(s[:len(prefix)]) == prefix
 }
 
-// sideFileReuse is how long a streamed listing of the side files is reused:
-// the sweepers that call Staged and Sweep one after the other list the
-// directory once. Both check what they find before acting on it (a staged
-// file younger than their age limit, or a temporary file younger than its,
-// is left alone), so a listing a second old loses nothing.
-const sideFileReuse = time.Second
-
 // sideFiles returns the names of the directory's staged and temporary
 // files: from the index when a directory watch keeps it up to date (no
 // listing; a process that fetches has one), else from a streamed listing
-// of the directory (reused for sideFileReuse), which does not build the
-// index: a process that only enqueues, or only sweeps, keeps none.
+// of the directory, which does not build the index (a process that only
+// enqueues, or only sweeps, keeps none).
 func (q *Queue) sideFiles() ([]string, error) {
 	c := &q.list
 	c.mu.Lock()
@@ -937,25 +923,14 @@ func (q *Queue) sideFiles() ([]string, error) {
 		return names, err
 	}
 	c.mu.Unlock()
-	q.sideScan.Lock()
-	defer q.sideScan.Unlock()
-	if q.sideScan.names != nil && time.Since(q.sideScan.at) < sideFileReuse {
-		return slices.Clone(q.sideScan.names), nil
-	}
-	t0 := time.Now()
-	names := []string{}
+	var names []string
 	err := vfs.ScanDir(q.fsys, q.dir, func(name []byte) error {
 		if isSideFile(name) {
 			names = append(names, string(name))
 		}
 		return nil
 	})
-	if err != nil {
-		q.sideScan.names = nil
-		return nil, err
-	}
-	q.sideScan.names, q.sideScan.at = names, t0
-	return slices.Clone(names), nil
+	return names, err
 }
 
 // applyEvents applies watched changes to the index.
