@@ -73,8 +73,9 @@ type claimCache struct {
 // errCorrupt marks a claim file that exists but cannot be parsed.
 var errCorrupt = errors.New("corrupt file")
 
-// claimCacheItems bounds the parsed claims kept for the pre-filter.
-const claimCacheItems = 4096
+// claimCacheItems bounds the parsed claims kept for the pre-filter (a
+// variable for the test of the bound).
+var claimCacheItems = 4096
 
 type claimEntry struct {
 	claim   Claim
