@@ -56,6 +56,10 @@ type Config struct {
 	Settle time.Duration
 	// Quick selects tiny sizes: every section runs, nothing is meaningful.
 	Quick bool
+	// Big adds the fetch section's large cases: 10× its largest queue (1M
+	// messages by default, 1,000 with Quick). They take minutes (set-up,
+	// and a few GiB of disk for a million message files per case).
+	Big bool
 	// Runs is how many times each throughput and restart measurement is
 	// repeated; the median is reported (default 3).
 	Runs int
@@ -90,7 +94,8 @@ type Sizes struct {
 	// FsyncChains × FsyncChainLength chains and one FsyncFanOut-wide fan-out
 	// are run to count fsyncs.
 	FsyncChains, FsyncChainLength, FsyncFanOut int
-	// FetchQueued are the queue sizes of the fetch section (100, 10k, 100k).
+	// FetchQueued are the queue sizes of the fetch section (100, 10k, 100k;
+	// Config.Big adds 1M).
 	FetchQueued []int
 	// FetchVisible is how many messages are visible in the delayed case.
 	FetchVisible int
@@ -173,6 +178,12 @@ func (c Config) withDefaults() (Config, error) {
 		if c.Quick {
 			s = QuickSizes()
 		}
+		c.Sizes = &s
+	}
+	if c.Big && len(c.Sizes.FetchQueued) > 0 {
+		big := 10 * slices.Max(c.Sizes.FetchQueued)
+		s := *c.Sizes
+		s.FetchQueued = append(slices.Clone(s.FetchQueued), big)
 		c.Sizes = &s
 	}
 	return c, nil
