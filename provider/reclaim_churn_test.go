@@ -53,7 +53,10 @@ func TestReclaimChurn(t *testing.T) {
 	p := openT(t, dir, opts)
 	var hs []*helper
 	for range procs {
-		hs = append(hs, startHelper(t, dir, "DUROFS_NOSYNC=1"))
+		// Polls of other processes' work every 25 ms, sweeps every second:
+		// idle polling is most of what three busy processes spend (fetches
+		// pass over the long-lived instances' locked messages every time).
+		hs = append(hs, startHelper(t, dir, "DUROFS_NOSYNC=1", "DUROFS_HELPER_POLL_MS=25", "DUROFS_HELPER_SWEEP_MS=1000"))
 	}
 	for i := range bg {
 		mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(fmt.Sprintf("bg-%d", i)), 0))
@@ -167,9 +170,7 @@ var churnSrv *churnServer
 func churnServe(p *FSProvider) helperReply {
 	s := &churnServer{stop: make(chan struct{})}
 	churnSrv = s
-	for range 2 {
-		s.wg.Go(func() { s.turnLoop(p) })
-	}
+	s.wg.Go(func() { s.turnLoop(p) })
 	s.wg.Go(func() { s.workLoop(p) })
 	return helperReply{OK: true}
 }
@@ -209,7 +210,7 @@ func (s *churnServer) stopped() bool {
 func (s *churnServer) turnLoop(p *FSProvider) {
 	ctx := context.Background()
 	for !s.stopped() {
-		it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 20*time.Millisecond, nil)
+		it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 100*time.Millisecond, nil)
 		if err != nil {
 			if IsRetryable(err) {
 				continue
@@ -272,7 +273,7 @@ func (s *churnServer) turnLoop(p *FSProvider) {
 func (s *churnServer) workLoop(p *FSProvider) {
 	ctx := context.Background()
 	for !s.stopped() {
-		it, err := p.FetchWorkItem(ctx, 30*time.Second, 20*time.Millisecond, nil, DefaultOnlyTags())
+		it, err := p.FetchWorkItem(ctx, 30*time.Second, 100*time.Millisecond, nil, DefaultOnlyTags())
 		if err != nil {
 			if IsRetryable(err) {
 				continue
