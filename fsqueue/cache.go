@@ -7,33 +7,33 @@ import (
 
 // lru is a least-recently-used cache bounded in entries and in bytes (as
 // its size function counts them). Not safe for concurrent use.
-type lru[V any] struct {
+type lru[K comparable, V any] struct {
 	maxItems, maxBytes int
 	size               func(V) int
 
-	items map[string]*list.Element
-	order list.List // of *lruItem[V], most recent first
+	items map[K]*list.Element
+	order list.List // of *lruItem[K, V], most recent first
 	bytes int
 }
 
-type lruItem[V any] struct {
-	key  string
+type lruItem[K comparable, V any] struct {
+	key  K
 	val  V
 	size int
 }
 
-func (c *lru[V]) get(key string) (v V, ok bool) {
+func (c *lru[K, V]) get(key K) (v V, ok bool) {
 	el, ok := c.items[key]
 	if !ok {
 		return v, false
 	}
 	c.order.MoveToFront(el)
-	return el.Value.(*lruItem[V]).val, true
+	return el.Value.(*lruItem[K, V]).val, true
 }
 
 // put stores key, evicting the least recently used entries beyond the
 // bounds; a value larger than maxBytes on its own is not stored.
-func (c *lru[V]) put(key string, v V) {
+func (c *lru[K, V]) put(key K, v V) {
 	c.remove(key)
 	n := 0
 	if c.size != nil {
@@ -43,28 +43,28 @@ func (c *lru[V]) put(key string, v V) {
 		return
 	}
 	if c.items == nil {
-		c.items = map[string]*list.Element{}
+		c.items = map[K]*list.Element{}
 	}
-	c.items[key] = c.order.PushFront(&lruItem[V]{key: key, val: v, size: n})
+	c.items[key] = c.order.PushFront(&lruItem[K, V]{key: key, val: v, size: n})
 	c.bytes += n
 	for c.order.Len() > c.maxItems || (c.maxBytes > 0 && c.bytes > c.maxBytes) {
-		c.remove(c.order.Back().Value.(*lruItem[V]).key)
+		c.remove(c.order.Back().Value.(*lruItem[K, V]).key)
 	}
 }
 
-func (c *lru[V]) remove(key string) {
+func (c *lru[K, V]) remove(key K) {
 	el, ok := c.items[key]
 	if !ok {
 		return
 	}
-	it := c.order.Remove(el).(*lruItem[V])
+	it := c.order.Remove(el).(*lruItem[K, V])
 	delete(c.items, key)
 	c.bytes -= it.size
 }
 
-func (c *lru[V]) len() int { return c.order.Len() }
+func (c *lru[K, V]) len() int { return c.order.Len() }
 
-func (c *lru[V]) reset() {
+func (c *lru[K, V]) reset() {
 	c.items = nil
 	c.order.Init()
 	c.bytes = 0
@@ -80,10 +80,11 @@ const (
 	msgCacheBytes = 4 << 20
 )
 
-// msgCache is the message cache (see msgCacheItems).
+// msgCache is the message cache (see msgCacheItems), keyed by what a
+// message's name says (no name is formatted or parsed on a hit).
 type msgCache struct {
 	mu  sync.Mutex
-	lru lru[cachedMsg]
+	lru lru[Entry, cachedMsg]
 }
 
 type cachedMsg struct {
@@ -99,35 +100,32 @@ func msgSize(c cachedMsg) int {
 	return n
 }
 
-func (c *msgCache) get(name string) (Message, error, bool) {
+func (c *msgCache) get(e Entry) (Message, error, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lru.maxItems == 0 {
-		c.lru = lru[cachedMsg]{maxItems: msgCacheItems, maxBytes: msgCacheBytes, size: msgSize}
-	}
-	v, ok := c.lru.get(name)
+	v, ok := c.lru.get(e)
 	return v.m, v.err, ok
 }
 
-func (c *msgCache) put(name string, m Message, err error) {
+func (c *msgCache) put(e Entry, m Message, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lru.maxItems == 0 {
-		c.lru = lru[cachedMsg]{maxItems: msgCacheItems, maxBytes: msgCacheBytes, size: msgSize}
+		c.lru = lru[Entry, cachedMsg]{maxItems: msgCacheItems, maxBytes: msgCacheBytes, size: msgSize}
 	}
-	c.lru.put(name, cachedMsg{m: m, err: err})
+	c.lru.put(e, cachedMsg{m: m, err: err})
 }
 
-func (c *msgCache) drop(name string) {
+func (c *msgCache) drop(e Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lru.remove(name)
+	c.lru.remove(e)
 }
 
-// damaged reports whether name is cached as a file that does not decode.
-func (c *msgCache) damaged(name string) bool {
+// damaged reports whether e is cached as a file that does not decode.
+func (c *msgCache) damaged(e Entry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, ok := c.lru.get(name)
+	v, ok := c.lru.get(e)
 	return ok && v.err != nil
 }

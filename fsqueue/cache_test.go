@@ -16,7 +16,7 @@ import (
 // evicting the least recently used, and never keeps a value larger than
 // maxBytes.
 func TestLRUBounds(t *testing.T) {
-	c := lru[string]{maxItems: 3, maxBytes: 10, size: func(s string) int { return len(s) }}
+	c := lru[string, string]{maxItems: 3, maxBytes: 10, size: func(s string) int { return len(s) }}
 	for _, k := range []string{"a", "b", "c"} {
 		c.put(k, k)
 	}

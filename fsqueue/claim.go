@@ -66,8 +66,8 @@ type claimCache struct {
 	setValid    bool
 	setMtime    time.Time // mtime of claims/ observed by the last listing
 	setListedAt time.Time // real time taken before that listing's Stat
-	names       map[string]struct{}
-	entries     lru[claimEntry] // bounded: claimCacheItems
+	names       map[Entry]struct{}
+	entries     lru[Entry, claimEntry] // bounded: claimCacheItems
 }
 
 // errCorrupt marks a claim file that exists but cannot be parsed.
@@ -92,9 +92,9 @@ type claimEntry struct {
 	validAt  time.Time
 }
 
-// claimSnap is the set of names that had claim files at one listing.
+// claimSnap is the set of messages that had claim files at one listing.
 type claimSnap struct {
-	names    map[string]struct{}
+	names    map[Entry]struct{}
 	dirMtime time.Time
 }
 
@@ -169,13 +169,12 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 				return nil, err
 			}
 		}
-		name := e.Name()
-		if q.msgs.damaged(name) {
+		if q.msgs.damaged(e) {
 			continue // a file that does not decode: never handed out
 		}
 		var cp *Claim
-		if _, ok := snap.names[name]; ok {
-			c, exists, err := q.cachedClaim(name, snap)
+		if _, ok := snap.names[e]; ok {
+			c, exists, err := q.cachedClaim(e, snap)
 			if err != nil {
 				return nil, err
 			}
@@ -355,10 +354,11 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	if err != nil {
 		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
 	}
-	names := make(map[string]struct{}, len(files))
+	names := make(map[Entry]struct{}, len(files))
 	for _, f := range files {
 		if name, ok := nameFromFile(f); ok {
-			names[name] = struct{}{}
+			e, _ := parseName(name)
+			names[e] = struct{}{}
 		}
 	}
 	// The map is replaced, never mutated, so snapshots can share it.
@@ -366,19 +366,20 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	return claimSnap{names: names, dirMtime: mtime}, nil
 }
 
-// cachedClaim returns name's claim for the pre-filter: from the cache if
+// cachedClaim returns e's claim for the pre-filter: from the cache if
 // claims/ has not changed since the entry was known correct, else after an
 // Lstat (and a read if the file's identity changed). A corrupt claim is
 // reported as absent.
-func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
+func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 	c := &q.claims
 	c.mu.Lock()
-	ce, ok := c.entries.get(name)
+	ce, ok := c.entries.get(e)
 	c.mu.Unlock()
 	if ok && ce.dirMtime.Equal(snap.dirMtime) && ce.validAt.Sub(snap.dirMtime) >= mtimeMargin {
 		return ce.claim, ce.exists && !ce.corrupt, nil
 	}
 	v := time.Now()
+	name := e.Name()
 	path := q.claimPath(name)
 	fi, err := q.fsys.Lstat(path)
 	switch {
@@ -400,7 +401,7 @@ func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
 	ce.dirMtime, ce.validAt = snap.dirMtime, v
 	c.mu.Lock()
 	c.entries.maxItems = claimCacheItems
-	c.entries.put(name, ce)
+	c.entries.put(e, ce)
 	c.mu.Unlock()
 	return ce.claim, ce.exists && !ce.corrupt, nil
 }

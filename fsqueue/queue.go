@@ -434,7 +434,9 @@ func (q *Queue) Restore(name string, data []byte) error {
 	if err := vfs.WriteFileNoDirSync(vfs.NoSync(q.fsys), q.msgPath(name), data); err != nil {
 		return fmt.Errorf("fsqueue: restore %s: %w", name, err)
 	}
-	q.msgs.drop(name) // a damaged copy it replaced is no longer damaged
+	if e, ok := parseName(name); ok {
+		q.msgs.drop(e) // a damaged copy it replaced is no longer damaged
+	}
 	if err := q.fsys.Remove(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: restore %s: %w", name, err)
 	}
@@ -602,11 +604,11 @@ func (q *Queue) DeleteClaim(name string) error {
 
 // forget drops name from the in-memory caches (it was deleted or vanished).
 func (q *Queue) forget(name string) {
-	q.msgs.drop(name)
 	e, ok := parseName(name)
 	if !ok {
 		return
 	}
+	q.msgs.drop(e)
 	q.list.mu.Lock()
 	if q.list.idx != nil {
 		q.list.idx.remove(e)
@@ -637,7 +639,18 @@ func (q *Queue) Get(name string) (Message, error) {
 // Readers that decide from attributes (which instance, session or tag a
 // message is for) use it.
 func (q *Queue) Header(name string) (Header, error) {
-	m, err := q.read(name)
+	e, err := entryOf(name)
+	if err != nil {
+		return Header{}, err
+	}
+	return q.HeaderOf(e)
+}
+
+// HeaderOf is Header of the message e names: what a walk of the index
+// (Visible, All, ListRoute) uses, without formatting the name when the
+// message is cached.
+func (q *Queue) HeaderOf(e Entry) (Header, error) {
+	m, err := q.readEntry(e, "")
 	if err != nil {
 		return Header{}, err
 	}
@@ -651,11 +664,20 @@ func (q *Queue) read(name string) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	if m, err, ok := q.msgs.get(name); ok {
+	return q.readEntry(e, name)
+}
+
+// readEntry is read of the message e names (name: its name, or "" to
+// format it if needed).
+func (q *Queue) readEntry(e Entry, name string) (Message, error) {
+	if m, err, ok := q.msgs.get(e); ok {
 		if err != nil {
-			return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
+			return Message{}, fmt.Errorf("fsqueue: get %s: %w", m.Name, err)
 		}
 		return m, nil
+	}
+	if name == "" {
+		name = e.Name()
 	}
 	data, err := q.fsys.ReadFile(q.msgPath(name))
 	if err != nil {
@@ -664,17 +686,17 @@ func (q *Queue) read(name string) (Message, error) {
 		}
 		if errors.Is(err, vfs.ErrSymlink) {
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-			q.msgs.put(name, Message{}, err)
+			q.msgs.put(e, Message{Name: name}, err)
 		}
 		return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
 	}
 	m, err := q.decode(name, e, data)
 	if err != nil {
 		q.log.Warn("fsqueue: skipping a message file that cannot be used (run durofs fsck)", "dir", q.dir, "name", name, "err", err)
-		q.msgs.put(name, Message{}, err)
+		q.msgs.put(e, Message{Name: name}, err)
 		return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
 	}
-	q.msgs.put(name, m, nil)
+	q.msgs.put(e, m, nil)
 	return m, nil
 }
 
@@ -958,7 +980,7 @@ func (q *Queue) applyEvents(events []vfs.DirEvent) {
 			continue
 		}
 		x.remove(e)
-		q.msgs.drop(name)
+		q.msgs.drop(e)
 	}
 }
 

@@ -109,7 +109,7 @@ func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration
 		// queue's cache) for each candidate the claim meets, before and
 		// again under its lock; a damaged or vanished item is not eligible.
 		eligible := func(e fsqueue.Entry, _ *fsqueue.Claim) bool {
-			h, err := p.workQ.Header(e.Name())
+			h, err := p.workQ.HeaderOf(e)
 			if err != nil {
 				return false
 			}

@@ -30,7 +30,7 @@ type queued struct {
 // readQueued reads e's header. ok is false if the message is gone or its
 // file cannot be used (fsck reports it; fetches skip it).
 func readQueued(q *fsqueue.Queue, e fsqueue.Entry) (m queued, ok bool, err error) {
-	h, err := q.Header(e.Name())
+	h, err := q.HeaderOf(e)
 	switch {
 	case err == nil:
 		return queued{Entry: e, Header: h}, true, nil
