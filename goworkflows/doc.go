@@ -60,6 +60,10 @@
 //	                                        "timestamp_ms":…,"duroxide_version":"","type":"workflow.<EventType>",
 //	                                        "event":<the go-workflows history.Event JSON>}
 //	  executions/<n>/state.json             durofs's execution file (status, times, event count)
+//	                                        (the directory goes with the instance's last execution:
+//	                                        RemoveWorkflowInstances reclaims it, lock and lease included)
+//	children/<parent key>/<key>             the instance's current execution is a sub-workflow of the
+//	                                        parent instance (durofs's parent -> children index)
 //	queues/gw-workflow-<q>/<name>.json      pending events of executions whose queue is q (<q> =
 //	                                        names.Encode(q)); attrs: ikey, instance, exec (execution id),
 //	                                        eid (event id), type, seid, timer; visible_at_ms = the event's

@@ -9,15 +9,37 @@
 //   - The lock file is the target of an exclusive flock (through [vfs.FS.Lock],
 //     which puts an in-process mutex in front of a fresh gofrs/flock per
 //     acquisition). It is short-term mutual exclusion for one read-check-write
-//     of the lease file: a [Guard]. The lock file is empty, is created on first
-//     use and is never deleted or renamed by this package: unlinking a lock file
-//     that another process holds would let a second process lock the recreated
-//     path, giving two holders. The kernel drops a flock when its holder dies,
-//     so a killed process never leaves the resource locked.
+//     of the lease file: a [Guard]. The lock file is empty and is created on
+//     first use ([Store.Lock]; [Store.LockExisting] never creates it). The
+//     kernel drops a flock when its holder dies, so a killed process never
+//     leaves the resource locked.
 //   - The lease file is ownership with an expiry across the (possibly long) gap
 //     between flock sections, such as the fetch→ack gap of a queue item. It is
 //     only ever changed inside a Guard; checking a lease outside the flock and
 //     then writing is unsafe (two writers can both "verify" their own token).
+//
+// # Reclaiming a resource
+//
+// A resource that is no longer needed can be removed, lock file included,
+// by its holder: [Guard.Reclaim] removes the lease file and then the lock
+// file while still holding the flock (the last use of that lock file), and
+// the Guard is dead from then on. This is safe against a process that holds
+// or is about to take the lock because every lock is lock-then-verify
+// ([vfs.FS.Lock]): once the flock is had, the lock file's path must still
+// name the locked file. A waiter that was blocked on the removed file gets a
+// flock nobody else can find, sees that the path no longer names it, and
+// locks again - [Store.Lock] creating the lock file (and its directory)
+// anew, [Store.LockExisting] reporting [ErrGone]. So at any time at most one
+// Guard holds the file a lock path names, and no live Guard holds a removed
+// one. The rule that makes this hold: only the holder of a lock file's flock
+// removes it, and only as the last thing it does with it. A caller that owns
+// the directory may remove it after Reclaim, with rmdir (never a recursive
+// removal: a new lock file may already be there).
+//
+// A new resource at the same paths starts from nothing: no lease, so no
+// token of the old one is ever accepted, and fences start again from
+// minFence. A kill -9 during Reclaim leaves the lease file gone and the lock
+// file still there (an empty, free resource), or both gone.
 //
 // The clock is read only after the flock is held ([Guard.Now] and every Guard
 // operation), so a lease is never computed from a time read before waiting for
@@ -199,6 +221,11 @@ var (
 	ErrHeld = errors.New("lease: held by another owner")
 	// ErrCorrupt means the lease file could not be parsed.
 	ErrCorrupt = errors.New("lease: corrupt lease file")
+	// ErrGone means the resource's lock file does not exist
+	// ([Store.LockExisting]) or was removed by [Guard.Reclaim] (operations
+	// on that Guard). Errors wrapping it from LockExisting also satisfy
+	// vfs.IsNotExist.
+	ErrGone = errors.New("lease: resource gone (no lock file)")
 )
 
 // errUnlocked is returned by Guard operations after Unlock.
@@ -273,33 +300,76 @@ type Guard struct {
 	lockPath  string
 	leasePath string
 	unlocked  atomic.Bool
+	reclaimed atomic.Bool
 }
+
+// maxPrepare bounds how often Lock and TryLock recreate a directory that a
+// reclaimer removed between their mkdir and their lock.
+const maxPrepare = 100
 
 // Lock takes the flock on lockPath, waiting until ctx is done, and returns a
 // Guard for the lease file at leasePath. It creates the parent directories of
-// both paths (with [vfs.DirPerm]) if they are missing. lockPath and leasePath
-// must differ: the lease file is replaced by rename, which would change the
-// lock file's identity.
+// both paths (with [vfs.DirPerm]) and the lock file if they are missing,
+// again if a reclaimer removes them meanwhile (see "Reclaiming a
+// resource"). lockPath and leasePath must differ: the lease file is
+// replaced by rename, which would change the lock file's identity.
 func (s *Store) Lock(ctx context.Context, lockPath, leasePath string) (*Guard, error) {
-	if err := s.prepare(lockPath, leasePath); err != nil {
-		return nil, err
+	for try := 1; ; try++ {
+		err := s.prepare(lockPath, leasePath)
+		if err == nil {
+			var u vfs.Unlocker
+			if u, err = s.fsys.Lock(ctx, lockPath); err == nil {
+				return &Guard{s: s, u: u, lockPath: lockPath, leasePath: leasePath}, nil
+			}
+			err = fmt.Errorf("lease: lock %s: %w", lockPath, err)
+		}
+		// Not exist: a reclaimer removed the directory after prepare.
+		if !vfs.IsNotExist(err) || try == maxPrepare || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	u, err := s.fsys.Lock(ctx, lockPath)
-	if err != nil {
-		return nil, fmt.Errorf("lease: lock %s: %w", lockPath, err)
-	}
-	return &Guard{s: s, u: u, lockPath: lockPath, leasePath: leasePath}, nil
 }
 
 // TryLock is Lock without waiting: ok is false (with a nil error) if another
 // goroutine or process holds the flock.
 func (s *Store) TryLock(lockPath, leasePath string) (g *Guard, ok bool, err error) {
-	if err := s.prepare(lockPath, leasePath); err != nil {
-		return nil, false, err
+	for try := 1; ; try++ {
+		err := s.prepare(lockPath, leasePath)
+		if err == nil {
+			var u vfs.Unlocker
+			var ok bool
+			u, ok, err = s.fsys.TryLock(lockPath)
+			if err == nil && !ok {
+				return nil, false, nil
+			}
+			if err == nil {
+				return &Guard{s: s, u: u, lockPath: lockPath, leasePath: leasePath}, true, nil
+			}
+			err = fmt.Errorf("lease: trylock %s: %w", lockPath, err)
+		}
+		// Not exist: a reclaimer removed the directory after prepare.
+		if !vfs.IsNotExist(err) || try == maxPrepare {
+			return nil, false, err
+		}
 	}
-	u, ok, err := s.fsys.TryLock(lockPath)
+}
+
+// LockExisting is Lock for a resource that must exist: it creates nothing,
+// and fails with an error wrapping [ErrGone] (and satisfying vfs.IsNotExist)
+// if the lock file does not exist, or was reclaimed while the call waited.
+// Without wait, ok is false (with a nil error) if another goroutine or
+// process holds the flock. Callers that only read or change an existing
+// resource use it, so that looking never creates one.
+func (s *Store) LockExisting(ctx context.Context, lockPath, leasePath string, wait bool) (g *Guard, ok bool, err error) {
+	if lockPath == "" || leasePath == "" || filepath.Clean(lockPath) == filepath.Clean(leasePath) {
+		return nil, false, fmt.Errorf("lease: bad lock and lease paths %q, %q", lockPath, leasePath)
+	}
+	u, ok, err := s.fsys.LockExisting(ctx, lockPath, wait)
 	if err != nil {
-		return nil, false, fmt.Errorf("lease: trylock %s: %w", lockPath, err)
+		if vfs.IsNotExist(err) {
+			return nil, false, fmt.Errorf("%w: %s: %w", ErrGone, lockPath, err)
+		}
+		return nil, false, fmt.Errorf("lease: lock %s: %w", lockPath, err)
 	}
 	if !ok {
 		return nil, false, nil
@@ -367,14 +437,46 @@ func (s *Store) ensureDir(dir string) error {
 func (g *Guard) Now() time.Time { return g.s.clk.Now() }
 
 // Read reads the lease file. A missing file gives the zero Lease and
-// exists == false with a nil error. An unparseable file gives an error
-// wrapping [ErrCorrupt] (exists is true).
+// exists == false with a nil error, and so does a reclaimed Guard. An
+// unparseable file gives an error wrapping [ErrCorrupt] (exists is true).
 func (g *Guard) Read() (l Lease, exists bool, err error) {
 	if g.unlocked.Load() {
 		return Lease{}, false, errUnlocked
 	}
+	if g.reclaimed.Load() {
+		return Lease{}, false, nil
+	}
 	return readLease(g.s.fsys, g.leasePath)
 }
+
+// Reclaim removes the resource: the lease file, then the lock file, while
+// the flock is still held (see "Reclaiming a resource"). From then on the
+// Guard reads no lease and every write fails with [ErrGone]; Unlock still
+// releases the flock. Either file being missing already is fine (a Reclaim
+// interrupted by a crash is finished by the next one). If removing the
+// lease file fails nothing is reclaimed and the Guard stays usable; if
+// removing the lock file fails the resource is left empty and free, the
+// Guard usable, and the error returned.
+func (g *Guard) Reclaim() error {
+	if g.unlocked.Load() {
+		return errUnlocked
+	}
+	if g.reclaimed.Load() {
+		return nil
+	}
+	if err := g.s.fsys.Remove(g.leasePath); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("lease: reclaim %s: %w", g.leasePath, err)
+	}
+	if err := g.s.fsys.Remove(g.lockPath); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("lease: reclaim %s: %w", g.lockPath, err)
+	}
+	g.reclaimed.Store(true)
+	return nil
+}
+
+// Reclaimed reports whether Reclaim removed the resource: its lock file no
+// longer exists and the Guard can change nothing.
+func (g *Guard) Reclaimed() bool { return g.reclaimed.Load() }
 
 // readLease reads and parses the lease file at path.
 func readLease(fsys vfs.FS, path string) (Lease, bool, error) {
@@ -418,6 +520,9 @@ func decode(b []byte) (Lease, error) {
 func (g *Guard) Write(l Lease) error {
 	if g.unlocked.Load() {
 		return errUnlocked
+	}
+	if g.reclaimed.Load() {
+		return fmt.Errorf("%w: %s was reclaimed", ErrGone, g.lockPath)
 	}
 	b, err := json.Marshal(l)
 	if err != nil {

@@ -741,7 +741,7 @@ func TestDurabilityCalls(t *testing.T) {
 	}
 }
 
-// TestLockFileNeverRemoved runs every operation, successful or not, and checks
+// TestLockFileNeverRemoved runs every operation but Reclaim, successful or not, and checks
 // that the lock file keeps its identity (same inode) and that no temporary
 // files are left behind.
 func TestLockFileNeverRemoved(t *testing.T) {

@@ -375,7 +375,7 @@ func (p *FSProvider) initLayout() error {
 	} else if err := p.checkForeign(); err != nil {
 		return err
 	}
-	for _, d := range []string{"instances", "wal", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
+	for _, d := range []string{"instances", "children", "wal", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
 		if err := p.mkdirDurable(filepath.Join(p.dir, d)); err != nil {
 			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 		}
@@ -401,7 +401,7 @@ func (p *FSProvider) initLayout() error {
 // whose creation is in progress in another process or was cut by a crash;
 // lost+found is what mkfs leaves at the root of a new file system.
 var topLevel = map[string]bool{
-	"instances": true, "wal": true, "quarantine": true, "tmp": true, "queues": true, "sessions": true, "unapplied": true, "lost+found": true,
+	"instances": true, "children": true, "wal": true, "quarantine": true, "tmp": true, "queues": true, "sessions": true, "unapplied": true, "lost+found": true,
 }
 
 // checkForeign refuses a directory that has no FORMAT file but holds

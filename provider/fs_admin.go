@@ -27,11 +27,14 @@ import (
 //     "delete") naming every member and its queue messages, marked in every
 //     member's lease. Applying a member's part removes its queue messages
 //     (worker items included, locked or not; for a go-workflows instance
-//     its pending events and activity tasks, fs_gw_admin.go), instance.json
-//     and executions,
-//     and resets its lease (so old tokens fail). Whoever next holds a
-//     member's flock finishes its part if the mark is still there. The lock
-//     file is never deleted (it may be held or awaited).
+//     its pending events and activity tasks, fs_gw_admin.go), instance.json,
+//     its entry in its parent's children index, and executions, and then
+//     reclaims its directory: lease (so old tokens fail), lock file,
+//     directory (fs_reclaim.go). Whoever next holds a member's flock
+//     finishes its part if the mark is still there.
+//
+// Tree queries and the orphan check read the parent -> children index
+// (fs_reclaim.go): their cost is the tree's, not the directory's.
 
 const (
 	kindPrune   = "prune"
@@ -277,26 +280,15 @@ func (p *FSProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
 	return d, nil
 }
 
-// childrenIndex maps parent instance id → child ids, from one scan.
-func childrenIndex(all []scannedInstance) map[string][]string {
-	idx := map[string][]string{}
-	for _, s := range all {
-		if s.f.Record != nil && s.f.Record.ParentInstanceID != nil {
-			idx[*s.f.Record.ParentInstanceID] = append(idx[*s.f.Record.ParentInstanceID], s.f.Instance)
-		}
-	}
-	return idx
-}
-
-// ListChildren implements Admin.
+// ListChildren implements Admin: the children index (fs_reclaim.go).
 func (p *FSProvider) ListChildren(ctx context.Context, instance string) ([]string, error) {
-	all, err := p.scanInstances()
+	kids, err := p.childrenOf(instance)
 	if err != nil {
 		return nil, Retryablef("list_children", err, "%v", err)
 	}
-	out := childrenIndex(all)[instance]
-	if out == nil {
-		out = []string{}
+	out := make([]string, 0, len(kids))
+	for _, c := range kids {
+		out = append(out, c.f.Instance)
 	}
 	return out, nil
 }
@@ -314,27 +306,13 @@ func (p *FSProvider) GetParentID(ctx context.Context, instance string) (string, 
 }
 
 // GetInstanceTree implements Admin: the instance and all its descendants,
-// from one scan of the instance files.
+// through the children index.
 func (p *FSProvider) GetInstanceTree(ctx context.Context, instance string) (InstanceTree, error) {
-	all, err := p.scanInstances()
+	ids, err := p.treeIDs(instance)
 	if err != nil {
 		return InstanceTree{}, Retryablef("get_instance_tree", err, "%v", err)
 	}
-	return treeOf(childrenIndex(all), instance), nil
-}
-
-func treeOf(idx map[string][]string, root string) InstanceTree {
-	t := InstanceTree{RootID: root, AllIDs: []string{root}}
-	seen := map[string]bool{root: true}
-	for i := 0; i < len(t.AllIDs); i++ {
-		for _, c := range idx[t.AllIDs[i]] {
-			if !seen[c] {
-				seen[c] = true
-				t.AllIDs = append(t.AllIDs, c)
-			}
-		}
-	}
-	return t
+	return InstanceTree{RootID: instance, AllIDs: ids}, nil
 }
 
 // DeleteInstance implements Admin: a root instance and its whole tree.
@@ -364,9 +342,23 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	if err := checkInstanceIDs(op, ids...); err != nil {
 		return DeleteInstanceResult{}, err
 	}
-	var res DeleteInstanceResult
+	for {
+		res, again, err := p.deleteAtomic(ctx, ids, force)
+		if !again {
+			return res, err
+		}
+		// A member's pending deletion, finished under its flock, reclaimed
+		// its directory: look again (what is there now is newer).
+	}
+}
+
+// deleteAtomic is one try of DeleteInstancesAtomic. again is true when the
+// redo of a member's pending commit reclaimed its directory (a deletion
+// committed before this one): the caller tries again from the start.
+func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, err error) {
+	const op = "delete_instances_atomic"
 	if len(ids) == 0 {
-		return res, nil
+		return res, false, nil
 	}
 	keyOf := map[string]string{}
 	for _, id := range ids {
@@ -374,29 +366,40 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	keys := make([]string, 0, len(keyOf))
 	for k := range keyOf {
-		// An id with nothing to delete (a mistyped one) is not locked: the
-		// lock would create its directory, which is never removed.
+		// An id with nothing to delete (a mistyped one) is not locked:
+		// there is nothing to delete, and nothing to create by locking.
 		if absent, err := p.instanceAbsent(k); err != nil {
-			return res, Retryablef(op, err, "%v", err)
+			return res, false, Retryablef(op, err, "%v", err)
 		} else if !absent {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys) // a global order: concurrent deleters cannot deadlock
 	guards := map[string]*lease.Guard{}
+	deleted := map[string]bool{} // members whose deletion this call commits
 	defer func() {
-		for _, g := range guards {
+		for k, g := range guards {
+			if !deleted[k] {
+				// Locking may have created the directory of an instance
+				// found to hold nothing: take it away again.
+				if err := p.reclaimIfEmpty(g, k); err != nil {
+					p.log.Warn("durofs: an empty instance directory stays", "key", k, "err", err)
+				}
+			}
 			g.Unlock()
 		}
 	}()
 	for _, k := range keys {
-		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		g, err := p.lockInstance(ctx, k)
 		if err != nil {
-			return res, Retryablef(op, err, "lock %s: %v", keyOf[k], err)
+			return res, false, Retryablef(op, err, "lock %s: %v", keyOf[k], err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
-			return res, Retryablef(op, err, "recover pending commit of %s: %v", keyOf[k], err)
+			return res, false, Retryablef(op, err, "recover pending commit of %s: %v", keyOf[k], err)
+		}
+		if g.Reclaimed() {
+			return res, true, nil
 		}
 	}
 
@@ -406,30 +409,26 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	for _, k := range keys {
 		f, err := p.readInstanceFile(k)
 		if err != nil {
-			return res, Retryablef(op, err, "%v", err)
+			return res, false, Retryablef(op, err, "%v", err)
 		}
 		if f == nil {
 			continue
 		}
 		files[k] = f
 		if !force && f.Status == "Running" {
-			return res, Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
+			return res, false, Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
 		}
 	}
-	all, err := p.scanInstances()
-	if err != nil {
-		return res, Retryablef(op, err, "%v", err)
-	}
-	for _, s := range all {
-		if s.f.Record == nil || s.f.Record.ParentInstanceID == nil {
-			continue
+	for _, id := range ids {
+		kids, err := p.childrenOf(id)
+		if err != nil {
+			return res, false, Retryablef(op, err, "%v", err)
 		}
-		if _, inSet := guards[s.key]; inSet {
-			continue
-		}
-		if _, parentIn := keyOf[instanceKey(*s.f.Record.ParentInstanceID)]; parentIn {
-			return res, Permanentf(op, ErrNotAllowed,
-				"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", s.f.Instance, *s.f.Record.ParentInstanceID)
+		for _, c := range kids {
+			if _, inSet := guards[c.key]; !inSet {
+				return res, false, Permanentf(op, ErrNotAllowed,
+					"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", c.f.Instance, id)
+			}
 		}
 	}
 
@@ -443,7 +442,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		}{{"orchestrator", p.orchQ}, {"worker", p.workQ}} {
 			qms, err := queuedFor(q.q, k)
 			if err != nil {
-				return res, Retryablef(op, err, "%v", err)
+				return res, false, Retryablef(op, err, "%v", err)
 			}
 			for _, m := range qms {
 				refsOf[k] = append(refsOf[k], queueRef{Queue: q.name, Name: m.Name})
@@ -453,7 +452,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 	gwMsgs, err := p.gwDeletionRefs(ctx, keyOf)
 	if err != nil {
-		return res, Retryablef(op, err, "%v", err)
+		return res, false, Retryablef(op, err, "%v", err)
 	}
 	for _, f := range files {
 		if f.Record != nil {
@@ -467,7 +466,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		res.QueueMessagesDeleted += uint64(len(refs))
 	}
 	if len(files) == 0 && res.QueueMessagesDeleted == 0 {
-		return res, nil
+		return res, false, nil
 	}
 
 	// One record deletes them all (the commit point, fs_wal.go), marked in
@@ -476,24 +475,29 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	gs := make([]*lease.Guard, 0, len(keys))
 	for _, k := range keys {
 		refs := append(refsOf[k], gwMsgs[k]...)
-		rec.Members = append(rec.Members, deleteMember{Key: k, Instance: keyOf[k], Delete: refs})
+		m := deleteMember{Key: k, Instance: keyOf[k], Delete: refs}
+		if f := files[k]; f != nil && f.Record != nil {
+			m.Parent = f.Record.ParentInstanceID
+		}
+		rec.Members = append(rec.Members, m)
 		gs = append(gs, guards[k])
+		deleted[k] = true
 	}
 	failpoint.Hit("delete.before_commit")
 	if err := p.commitLocked(gs, rec); err != nil {
-		return DeleteInstanceResult{}, Retryablef(op, err, "commit deletion: %v", err)
+		return DeleteInstanceResult{}, false, Retryablef(op, err, "commit deletion: %v", err)
 	}
 	afterCommitPoint("delete")
 	failpoint.Hit("delete.after_commit")
 	for _, m := range rec.Members {
 		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
 			p.applyDeferredTo(ctx, "deletion", m.Key, m.Instance, rec, err)
-			return res, nil
+			return res, false, nil
 		}
 		failpoint.Hit("delete.after_member_applied")
 	}
 	p.notify()
-	return res, nil
+	return res, false, nil
 }
 
 // instDirExists reports whether the instance directory of key exists.
@@ -525,10 +529,12 @@ func (p *FSProvider) instanceAbsent(key string) (bool, error) {
 	return !exists, err
 }
 
-// deleteMember is one instance of a deletion record.
+// deleteMember is one instance of a deletion record. Parent is the parent
+// its record named, whose children index lists it.
 type deleteMember struct {
 	Key      string     `json:"key"`
 	Instance string     `json:"instance"`
+	Parent   *string    `json:"parent,omitempty"`
 	Delete   []queueRef `json:"delete,omitempty"`
 }
 
@@ -536,9 +542,12 @@ type deleteMember struct {
 // its flock, unsynced. Idempotent: messages first (worker items under their
 // claim lock, so a worker holding one sees it vanish and its ack fails), then
 // instance.json (so a crash in between leaves no listed instance without
-// history), then the executions, then the lease reset - which clears the
-// mark, the last write. The fence is kept so a re-created instance's fences
-// keep increasing.
+// history), then its entry in its parent's children index (after
+// instance.json: see fs_reclaim.go), then the executions, then the
+// directory is reclaimed (fs_reclaim.go) - the lease first, which clears
+// the mark. If a replay queued later commits of the instance behind this
+// one (fs_stuck.go), the directory stays for them and the lease keeps their
+// marks only.
 func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id string, m deleteMember) error {
 	if err := p.deleteRefs(ctx, m.Delete); err != nil {
 		return err
@@ -548,6 +557,12 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 		return err
 	}
 	failpoint.Hit("delete.member_after_instance_file")
+	if m.Parent != nil {
+		if err := p.removeChild(*m.Parent, m.Key); err != nil {
+			return err
+		}
+		failpoint.Hit("delete.member_after_index")
+	}
 	if err := p.fs.RemoveAll(filepath.Join(p.instDir(m.Key), "executions")); err != nil {
 		return err
 	}
@@ -556,13 +571,10 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return err
 	}
-	// A fresh lease; only commits a replay queued behind this one stay
-	// marked (fs_stuck.go).
-	next := lease.Lease{Fence: cur.Fence}
-	if st := decodeOrchState(cur); advanceMark(&st, id) {
-		next.Data = orchState{Pending: st.Pending, Queued: st.Queued}.encode()
+	if st := decodeOrchState(cur); advanceMark(&st, id) && st.Pending != nil {
+		return g.Write(lease.Lease{Fence: cur.Fence, Data: orchState{Pending: st.Pending, Queued: st.Queued}.encode()})
 	}
-	return g.Write(next)
+	return p.reclaimInstance(g, m.Key)
 }
 
 // DeleteInstanceBulk implements Admin: terminal root instances matching
@@ -580,11 +592,10 @@ func (p *FSProvider) DeleteInstanceBulk(ctx context.Context, filter InstanceFilt
 	cands := p.filterInstances(all, filter, func(f *instanceFile) bool {
 		return f.Record.ParentInstanceID == nil && (f.Status == "Completed" || f.Status == "Failed" || f.Status == "ContinuedAsNew")
 	})
-	// Trees go in batches of about bulkDeleteBatch instances, each one
-	// atomic deletion: one scan for its orphan check and one commit (the
-	// syncs of intents and group record) per batch rather than per tree, so
-	// purging n instances out of N costs O(n/batch × N), not O(n × N).
-	idx := childrenIndex(all)
+	// Trees (through the children index) go in batches of about
+	// bulkDeleteBatch instances, each one atomic deletion: one commit per
+	// batch rather than per tree. Choosing the candidates reads every
+	// instance.json once; the rest costs what the trees hold.
 	var batch []string
 	flush := func() error {
 		if len(batch) == 0 {
@@ -599,7 +610,10 @@ func (p *FSProvider) DeleteInstanceBulk(ctx context.Context, filter InstanceFilt
 		return nil
 	}
 	for _, id := range cands {
-		tree := treeOf(idx, id).AllIDs
+		tree, err := p.treeIDs(id)
+		if err != nil {
+			return res, Retryablef(op, err, "%v", err)
+		}
 		if len(batch) > 0 && len(batch)+len(tree) > bulkDeleteBatch {
 			if err := flush(); err != nil {
 				return res, err
@@ -653,14 +667,12 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 		return PruneResult{}, err
 	}
 	key := instanceKey(instance)
-	// No directory, no instance (nor a pending commit, which a lease in it
-	// would mark): not found, without creating the directory by locking it.
-	if exists, err := p.instDirExists(key); err != nil {
-		return PruneResult{}, Retryablef(op, err, "%v", err)
-	} else if !exists {
+	// No lock file, no instance (nor a pending commit, which a lease beside
+	// it would mark): not found, without creating anything by locking.
+	g, _, err := p.lockExisting(ctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
 		return PruneResult{}, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {
 		return PruneResult{}, Retryablef(op, err, "lock instance: %v", err)
 	}

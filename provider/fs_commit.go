@@ -51,6 +51,9 @@ type commitRecord struct {
 	PruneExecutions []uint64 `json:"prune_executions,omitempty"`
 	// Members are the instances a deletion removes, with their messages.
 	Members []deleteMember `json:"members,omitempty"`
+	// ChildOf is the parent an ack's new instance record names: the apply
+	// adds the instance to that parent's children index (fs_reclaim.go).
+	ChildOf *string `json:"child_of,omitempty"`
 	// Item and ItemToken name the worker item a work ack consumes.
 	Item      string `json:"item,omitempty"`
 	ItemToken string `json:"item_token,omitempty"`
@@ -102,13 +105,10 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	if !ok {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
-	if _, err := p.fs.Stat(p.instDir(key)); err != nil {
-		if vfs.IsNotExist(err) {
-			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
-		}
-		return Retryablef(op, err, "stat instance: %v", err)
+	g, _, err := p.lockExisting(ctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token") // no instance, no lease
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {
 		return Retryablef(op, err, "lock instance: %v", err)
 	}
@@ -256,6 +256,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	if md.OrchestrationName != nil && md.OrchestrationVersion != nil {
 		if nf.Record == nil {
 			nf.Record = &instanceRecord{ParentInstanceID: md.ParentInstanceID, CreatedAtMs: nowMs}
+			rec.ChildOf = md.ParentInstanceID
 			// A new record's current execution is this ack's (§2.5 step 3).
 			nf.CurrentExecutionID = max(executionID, nf.CurrentExecutionID)
 		}
@@ -513,6 +514,14 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		}
 	}
 	failpoint.Hit("redo.after_state")
+	if rec.ChildOf != nil {
+		// Before instance.json: an instance record naming a parent always
+		// has its index entry (fs_reclaim.go).
+		if err := p.addChild(*rec.ChildOf, key); err != nil {
+			return err
+		}
+		failpoint.Hit("redo.after_index")
+	}
 	if rec.InstanceFile != nil {
 		if err := p.writeJSONApply(p.instFilePath(key), rec.InstanceFile); err != nil {
 			return fmt.Errorf("write instance: %w", err)

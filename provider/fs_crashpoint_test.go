@@ -121,7 +121,9 @@ func createInstance(t *testing.T, p *FSProvider, inst string) {
 	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started(inst)}, nil, nil, m, nil))
 }
 
-// setParent rewrites an instance record's parent (test setup only).
+// setParent rewrites an instance record's parent, and adds it to the
+// parent's children index as an ack creating the record with that parent
+// would (test setup only).
 func setParent(t *testing.T, p *FSProvider, inst, parent string) {
 	t.Helper()
 	key := instanceKey(inst)
@@ -129,6 +131,7 @@ func setParent(t *testing.T, p *FSProvider, inst, parent string) {
 	if err != nil || f == nil || f.Record == nil {
 		t.Fatal(f, err)
 	}
+	mustNoErr(t, p.addChild(parent, key))
 	f.Record.ParentInstanceID = &parent
 	data, _ := jsonMarshal(f)
 	mustNoErr(t, writeFileForTest(p, p.instFilePath(key), data))

@@ -317,6 +317,12 @@ type gwPart struct {
 	InstanceFile       *gwInstanceFile `json:"instance_file,omitempty"`
 	DeleteInstanceFile bool            `json:"delete_instance_file,omitempty"`
 	States             []gwStateWrite  `json:"states,omitempty"`
+	// ChildOf and UnchildOf are the parents whose children index gains and
+	// loses the instance: its record names a new parent (ChildOf, before
+	// instance.json is written) or no longer names the old one (UnchildOf,
+	// after; DeleteInstanceFile: with the instance file).
+	ChildOf   *string `json:"child_of,omitempty"`
+	UnchildOf *string `json:"unchild_of,omitempty"`
 	// RemoveExecs are execution directories removed.
 	RemoveExecs []uint64   `json:"remove_execs,omitempty"`
 	Publish     []queueRef `json:"publish,omitempty"`
@@ -629,6 +635,11 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 		}
 	}
 	failpoint.Hit("gwredo.after_states")
+	if pt.ChildOf != nil {
+		if err := p.addChild(*pt.ChildOf, key); err != nil {
+			return err
+		}
+	}
 	if pt.InstanceFile != nil {
 		if err := p.fs.MkdirAll(p.instDir(key), vfs.DirPerm); err != nil {
 			return fmt.Errorf("create instance dir: %w", err)
@@ -640,6 +651,11 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 	if pt.DeleteInstanceFile {
 		if err := p.fs.Remove(p.instFilePath(key)); err != nil && !vfs.IsNotExist(err) {
 			return fmt.Errorf("remove instance file: %w", err)
+		}
+	}
+	if pt.UnchildOf != nil {
+		if err := p.removeChild(*pt.UnchildOf, key); err != nil {
+			return err
 		}
 	}
 	for _, n := range pt.RemoveExecs {
@@ -655,7 +671,27 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 		return err
 	}
 	failpoint.Hit("gwredo.before_release")
+	if pt.DeleteInstanceFile {
+		// The instance's last execution is gone: so is the instance
+		// (fs_reclaim.go), unless later commits a replay queued wait.
+		return p.gwReclaim(g, id, key)
+	}
 	return gwRelease(g, id, pt)
+}
+
+// gwReclaim is the last step of a part that removes the instance's last
+// execution: the directory is reclaimed, lease first (which clears the
+// mark); or, if a replay queued later commits of the instance behind this
+// one, the lease keeps their marks only.
+func (p *FSProvider) gwReclaim(g *lease.Guard, id, key string) error {
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return fmt.Errorf("read lease: %w", err)
+	}
+	if st := decodeOrchState(cur); advanceMark(&st, id) && st.Pending != nil {
+		return g.Write(lease.Lease{Fence: cur.Fence, Data: orchState{Pending: st.Pending, Queued: st.Queued}.encode()})
+	}
+	return p.reclaimInstance(g, key)
 }
 
 // gwPublish publishes staged messages (a replay writes them from the record).
@@ -762,6 +798,15 @@ func (p *FSProvider) gwTouched(rec *commitRecord, files, dirs map[string]bool) b
 			}
 			if pt.InstanceFile != nil {
 				files[p.instFilePath(pt.Key)] = true
+			}
+			for _, parent := range []*string{pt.ChildOf, pt.UnchildOf} {
+				if parent != nil {
+					dirs[filepath.Join(p.dir, "children")] = true
+					dirs[p.childrenDir(*parent)] = true
+				}
+			}
+			if pt.ChildOf != nil {
+				files[filepath.Join(p.childrenDir(*pt.ChildOf), pt.Key)] = true
 			}
 			refs(pt.Publish, pt.Delete)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/failpoint"
+	"github.com/durofs/durofs/lease"
 )
 
 // WorkflowActivity is an activity task to schedule: its queue, the event
@@ -427,7 +428,14 @@ func (p *FSProvider) gwSweepStaged(ctx context.Context, q *fsqueue.Queue, minAge
 			}
 			continue
 		}
-		g, ok, err := p.leases.TryLock(p.lockPath(src), p.leasePath(src))
+		g, ok, err := p.lockExisting(ctx, src, false)
+		if errors.Is(err, lease.ErrGone) {
+			// No instance, no commit of it to publish this file.
+			if err := p.removeStaged(q, sf.Name); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

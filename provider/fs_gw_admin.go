@@ -64,8 +64,9 @@ func (p *FSProvider) gwRemoveFrom(b *gwBuild, execID string) error {
 // RemoveWorkflow removes a finished execution - its history, its record and
 // its pending events - in one log record: ErrWorkflowNotFound if unknown,
 // ErrWorkflowNotFinished if active. The instance's last execution takes
-// instance.json with it (the directory, lock and lease stay, as for
-// orchestrations).
+// the instance with it: instance.json, its children index entry, and then
+// its directory, lock and lease (reclaimed as a deleted orchestration's,
+// fs_reclaim.go).
 func (p *FSProvider) RemoveWorkflow(ctx context.Context, ref WorkflowRef) error {
 	key := instanceKey(ref.InstanceID)
 	if ok, err := p.gwMayExist(key); err != nil || !ok {

@@ -74,6 +74,7 @@ type WorkflowTaskResult struct {
 type gwBuild struct {
 	key, instance string
 	inf           *gwInstanceFile // working copy; nil: no instance.json
+	parent        *string         // the parent instance.json named (children index)
 	changed       bool
 	states        map[uint64]bool
 	part          gwPart
@@ -87,6 +88,9 @@ func (p *FSProvider) newGWBuild(key, instance string) (*gwBuild, error) {
 	b := &gwBuild{key: key, instance: instance, states: map[uint64]bool{}, part: gwPart{Key: key, Instance: instance}}
 	if inf != nil {
 		b.inf = inf.clone()
+		if inf.Record != nil {
+			b.parent = inf.Record.ParentInstanceID
+		}
 		if b.inf.Instance != "" {
 			b.instance, b.part.Instance = b.inf.Instance, b.inf.Instance
 		}
@@ -140,9 +144,15 @@ func (b *gwBuild) finish(nowMs int64, fence uint64) {
 	}
 	if len(b.inf.GW.Executions) == 0 {
 		b.part.DeleteInstanceFile = true
+		b.part.UnchildOf = b.parent
 		return
 	}
 	b.inf.summarize(nowMs)
+	if np := b.inf.Record.ParentInstanceID; !samePtr(np, b.parent) {
+		// The current execution's parent changed (or is new): the
+		// children index follows instance.json (fs_reclaim.go).
+		b.part.ChildOf, b.part.UnchildOf = np, b.parent
+	}
 	b.inf.LastFence = max(b.inf.LastFence, fence)
 	b.part.InstanceFile = b.inf
 	ns := make([]uint64, 0, len(b.states))
@@ -157,6 +167,11 @@ func (b *gwBuild) finish(nowMs int64, fence uint64) {
 			}
 		}
 	}
+}
+
+// samePtr reports whether a and b are both nil or point to equal strings.
+func samePtr(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 // stage stages an event message for execution ex of the build's instance
@@ -177,29 +192,59 @@ func (p *FSProvider) gwStageEvent(into *gwPart, src string, instance string, ex 
 
 // gwLock takes the flocks of keys in sorted order (so that two callers never
 // deadlock) and finishes their pending commits.
+//
+// Locking creates the directory of an instance that does not exist (a
+// creation, or events to an instance that turns out to be gone); unlock
+// takes such a directory away again if the operation left nothing in it.
 func (p *FSProvider) gwLock(ctx context.Context, keys []string) (map[string]*lease.Guard, func(), error) {
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
+	for {
+		guards, unlock, again, err := p.gwLockOnce(ctx, keys)
+		if !again {
+			return guards, unlock, err
+		}
+	}
+}
+
+// gwLockOnce is one try of gwLock: again is true (with everything
+// unlocked) when a pending commit finished under a key's flock was its
+// removal, which reclaimed its directory: its successor, if any, is locked
+// anew.
+func (p *FSProvider) gwLockOnce(ctx context.Context, keys []string) (map[string]*lease.Guard, func(), bool, error) {
 	guards := map[string]*lease.Guard{}
+	fresh := map[string]bool{} // keys without a lease when locked
 	unlock := func() {
-		for _, g := range guards {
+		for k, g := range guards {
+			if fresh[k] {
+				if err := p.reclaimIfEmpty(g, k); err != nil {
+					p.log.Warn("durofs: an empty instance directory stays", "key", k, "err", err)
+				}
+			}
 			g.Unlock()
 		}
 	}
 	for _, k := range keys {
-		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		g, err := p.lockInstance(ctx, k)
 		if err != nil {
 			unlock()
-			return nil, nil, fmt.Errorf("lock instance: %w", err)
+			return nil, nil, false, fmt.Errorf("lock instance: %w", err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
 			unlock()
-			return nil, nil, fmt.Errorf("recover pending commit: %w", err)
+			return nil, nil, false, fmt.Errorf("recover pending commit: %w", err)
+		}
+		if g.Reclaimed() {
+			unlock()
+			return nil, nil, true, nil
+		}
+		if _, ok, err := g.Read(); err == nil && !ok {
+			fresh[k] = true
 		}
 	}
-	return guards, unlock, nil
+	return guards, unlock, false, nil
 }
 
 // gwCommit commits a "gw" record of builds (marked in each part's lease) and
@@ -410,7 +455,12 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		if p.skipStuck(c.key) {
 			continue // its commit cannot be applied (fs_stuck.go)
 		}
-		g, ok, err := p.leases.TryLock(p.lockPath(c.key), p.leasePath(c.key))
+		// A pending event's instance exists (its creation published it);
+		// one that was removed since has nothing to fetch.
+		g, ok, err := p.lockExisting(ctx, c.key, false)
+		if errors.Is(err, lease.ErrGone) {
+			continue
+		}
 		if err != nil {
 			if unusableInstance(err) {
 				p.warnUnusable(c.key, c.key, err)
@@ -439,7 +489,7 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 			break
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		g, err := p.leases.Lock(wctx, p.lockPath(c.key), p.leasePath(c.key))
+		g, _, err := p.lockExisting(wctx, c.key, true)
 		cancel()
 		if err != nil {
 			continue
@@ -461,6 +511,9 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir, worker string, lockFor time.Duration) (*WorkflowTask, error) {
 	if err := p.redoPending(ctx, g, key); err != nil {
 		return nil, fmt.Errorf("durofs: recover pending commit: %w", err)
+	}
+	if g.Reclaimed() {
+		return nil, nil // that was its removal
 	}
 	cur, _, err := g.Read()
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {

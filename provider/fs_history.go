@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/durofs/durofs/history"
-	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
 
@@ -53,13 +52,14 @@ func (p *FSProvider) readExec(ctx context.Context, op, key string, exec uint64) 
 
 // settled runs read under the instance flock, after the commit the lease
 // marks pending (if any) is finished: an unlocked reader's second look at
-// something that seemed damaged. An instance directory that does not exist
-// was never created (locking would create it) and read runs unlocked.
+// something that seemed damaged. An instance without a lock file has
+// nothing to finish (and locking never creates one here): read runs
+// unlocked.
 func (p *FSProvider) settled(ctx context.Context, key string, read func() error) error {
-	if _, err := p.fs.Lstat(p.instDir(key)); vfs.IsNotExist(err) {
+	g, _, err := p.lockExisting(ctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
 		return read()
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
 	if err != nil {
 		return err
 	}
@@ -86,18 +86,26 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 			return err
 		}
 	}
-	key := instanceKey(instance)
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
-	if err != nil {
-		return Retryablef(op, err, "lock instance: %v", err)
-	}
-	defer g.Unlock()
-	if err := p.redoPending(ctx, g, key); err != nil {
-		return Retryablef(op, err, "recover pending commit: %v", err)
-	}
 	if len(events) == 0 {
 		return nil
 	}
+	key := instanceKey(instance)
+	var g *lease.Guard
+	for {
+		var err error
+		if g, err = p.lockInstance(ctx, key); err != nil {
+			return Retryablef(op, err, "lock instance: %v", err)
+		}
+		if err := p.redoPending(ctx, g, key); err != nil {
+			g.Unlock()
+			return Retryablef(op, err, "recover pending commit: %v", err)
+		}
+		if !g.Reclaimed() {
+			break
+		}
+		g.Unlock() // that was a deletion of the instance: lock it anew
+	}
+	defer g.Unlock()
 	cur, _, _ := g.Read()
 	// A history that lost committed events is never extended.
 	scan, err := p.readCommittedHistory(key, executionID)

@@ -68,6 +68,14 @@ func TestHelperProcess(t *testing.T) {
 	}()
 	dir := os.Getenv("DUROFS_DIR")
 	opts := Options{SweepInterval: 100 * time.Millisecond}
+	// A test whose helpers poll a lot (TestReclaimChurn) may slow their
+	// polls and sweeps down.
+	if ms, err := strconv.Atoi(os.Getenv("DUROFS_HELPER_POLL_MS")); err == nil {
+		opts.PollInterval = time.Duration(ms) * time.Millisecond
+	}
+	if ms, err := strconv.Atoi(os.Getenv("DUROFS_HELPER_SWEEP_MS")); err == nil {
+		opts.SweepInterval = time.Duration(ms) * time.Millisecond
+	}
 	if os.Getenv("DUROFS_NOSYNC") == "1" {
 		opts.Durability = ProcessCrashSafe
 	}
@@ -269,6 +277,12 @@ func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 			}
 		}
 		return helperReply{OK: true, Items: got}
+	case "serve": // TestReclaimChurn: fetch and ack everything in the background
+		return churnServe(p)
+	case "unserve":
+		return churnUnserve()
+	case "churn":
+		return churn(p, c.Instance, c.Count)
 	}
 	return helperReply{Err: "unknown op " + c.Op}
 }

@@ -209,7 +209,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		if p.skipStuck(key) {
 			continue // its commit cannot be applied (fs_stuck.go): retried after a back-off
 		}
-		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
+		g, ok, err := p.tryLockInstance(key)
 		if err != nil {
 			if unusableInstance(err) {
 				p.warnUnusable(key, instance, err)
@@ -278,7 +278,7 @@ func (p *FSProvider) fetchBusy(ctx context.Context, m queued, wait, lockTimeout 
 		testHookBusyWait(key)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
-	g, err := p.leases.Lock(wctx, p.lockPath(key), p.leasePath(key))
+	g, err := p.lockInstance(wctx, key)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -314,16 +314,32 @@ func (p *FSProvider) filterAllows(key string, filter *DispatcherCapabilityFilter
 
 // fetchLocked runs under the instance flock. Everything that can fail is
 // read before the lease is written, so an error never leaves a lock behind.
-func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, instance string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
+func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, instance string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (locked *LockedOrchestrationItem, err error) {
 	const op = "fetch_orchestration_item"
 	// Whoever next touches an instance first finishes a commit its last
 	// holder left half-applied.
 	if err := p.redoPending(ctx, g, key); err != nil {
 		return nil, Retryablef(op, err, "recover pending commit of %q: %v", instance, err)
 	}
-	cur, _, err := g.Read()
+	if g.Reclaimed() {
+		return nil, nil // that was its deletion: its messages since are for a new instance, fetched next time
+	}
+	cur, leaseExists, err := g.Read()
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
 		return nil, Retryablef(op, err, "read lease of %q: %v", instance, err)
+	}
+	if !leaseExists {
+		// Locking created the directory if it was missing (the instance's
+		// start is fetched below): if nothing is fetched, take it away
+		// again (a completion racing ahead of its start, messages for an
+		// instance that was never started or was deleted).
+		defer func() {
+			if locked == nil && err == nil {
+				if rerr := p.reclaimIfEmpty(g, key); rerr != nil {
+					p.log.Warn("durofs: an empty instance directory stays", "instance", instance, "err", rerr)
+				}
+			}
+		}()
 	}
 	// The clock is read after the flock is held (duroxide issue #46).
 	now := g.Now()
@@ -618,7 +634,10 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	g, _, err := p.lockExisting(ctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
+	}
 	if err != nil {
 		return Retryablef(op, err, "lock instance: %v", err)
 	}
@@ -686,7 +705,10 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 	if err != nil {
 		return err
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	g, _, err := p.lockExisting(ctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
+		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
+	}
 	if err != nil {
 		return Retryablef(op, err, "lock instance: %v", err)
 	}

@@ -131,8 +131,16 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 	}
 	sort.Strings(keys) // a global order, as deletions take them
 	guards := map[string]*lease.Guard{}
+	drainedKeys := map[string]bool{}
 	defer func() {
-		for _, g := range guards {
+		for k, g := range guards {
+			if !drainedKeys[k] {
+				// Locking may have created the directory: an instance never
+				// started has nothing else in it.
+				if err := p.reclaimIfEmpty(g, k); err != nil {
+					p.log.Warn("durofs: an empty instance directory stays", "key", k, "err", err)
+				}
+			}
 			g.Unlock()
 		}
 	}()
@@ -141,13 +149,16 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 	var gs []*lease.Guard
 	var drained []QueuedMessage
 	for _, k := range keys {
-		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		g, err := p.lockInstance(ctx, k)
 		if err != nil {
 			return nil, Retryablef(op, err, "lock %s: %v", instanceIDOf(k), err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
 			return nil, Retryablef(op, err, "recover pending commit of %s: %v", instanceIDOf(k), err)
+		}
+		if g.Reclaimed() {
+			continue // a deletion of it was pending: its messages went with it
 		}
 		// Under the flock: still never started, and still no start?
 		ok, err := p.neverStarted(ctx, k)
@@ -174,6 +185,7 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 		if len(m.Delete) > 0 {
 			rec.Members = append(rec.Members, m)
 			gs = append(gs, g)
+			drainedKeys[k] = true
 		}
 	}
 	if len(rec.Members) == 0 {

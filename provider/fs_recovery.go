@@ -12,6 +12,7 @@ import (
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
 )
 
 var errorsIs = errors.Is
@@ -162,7 +163,14 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 				}
 				continue
 			}
-			g, ok, err := p.leases.TryLock(p.lockPath(src), p.leasePath(src))
+			g, ok, err := p.lockExisting(ctx, src, false)
+			if errors.Is(err, lease.ErrGone) {
+				// No instance, no commit of it to publish this file.
+				if err := p.removeStaged(q, sf.Name); err != nil {
+					return err
+				}
+				continue
+			}
 			if err != nil {
 				p.warnUnusable(src, instanceIDOf(src), err)
 				continue // one instance that cannot be locked must not stop the pass

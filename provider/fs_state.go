@@ -19,11 +19,12 @@ import (
 
 // On-disk layout of one instance (see docs/format.md):
 //
-//	instances/<key>/lock                         flock target, never deleted while the instance dir exists
+//	instances/<key>/lock                         flock target, removed last when the instance is (fs_reclaim.go)
 //	instances/<key>/lease.json                   the instance lease (lease package) + orchestrator queue state
 //	instances/<key>/instance.json                instanceFile: current execution, fence, instance record
 //	instances/<key>/executions/<n>/history.jsonl history package log, one event per record
 //	instances/<key>/executions/<n>/state.json    executionFile: status, output, pin, timestamps
+//	children/<parent key>/<key>                  empty: the instance's record names that parent (fs_reclaim.go)
 //
 // <key> is names.Encode(instance id).
 

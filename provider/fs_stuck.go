@@ -599,7 +599,10 @@ func (p *FSProvider) settleOne(ctx context.Context, e parkedEntry) (applied bool
 	if err != nil || !marks(decodeOrchState(cur), e.lr.rec.CommitID) {
 		return true, nil
 	}
-	g, err := p.leases.Lock(lctx, p.lockPath(e.key), p.leasePath(e.key))
+	g, _, err := p.lockExisting(lctx, e.key, true)
+	if errors.Is(err, lease.ErrGone) {
+		return true, nil // no lease marks it any more
+	}
 	if err != nil {
 		return false, nil
 	}

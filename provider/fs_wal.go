@@ -509,7 +509,7 @@ func (rs *replayState) replayKey(ctx context.Context, key string, lr loggedRecor
 		rs.blocked[key] = append(marks, mark)
 		return false
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	g, err := p.lockInstance(ctx, key)
 	if err == nil {
 		err = p.applyKey(ctx, g, key, lr.rec, true)
 		g.Unlock()
@@ -526,7 +526,7 @@ func (rs *replayState) replayKey(ctx context.Context, key string, lr loggedRecor
 func (rs *replayState) setMarks(ctx context.Context) {
 	p := rs.p
 	for key, marks := range rs.blocked {
-		g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+		g, err := p.lockInstance(ctx, key)
 		if err == nil {
 			cur, _, rerr := g.Read()
 			if rerr != nil && !errors.Is(rerr, lease.ErrCorrupt) {
@@ -571,7 +571,7 @@ func (p *FSProvider) replayOne(ctx context.Context, rec *commitRecord) error {
 		})
 	}
 	for _, k := range keysOf(rec) {
-		g, err := p.leases.Lock(ctx, p.lockPath(k), p.leasePath(k))
+		g, err := p.lockInstance(ctx, k)
 		if err != nil {
 			return err
 		}
@@ -778,7 +778,10 @@ func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (ensure
 		if !marks(decodeOrchState(cur), rec.CommitID) {
 			continue
 		}
-		g, err := p.leases.Lock(lctx, p.lockPath(k), p.leasePath(k))
+		g, _, err := p.lockExisting(lctx, k, true)
+		if errors.Is(err, lease.ErrGone) {
+			continue // reclaimed since: no lease marks it
+		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return ensureBusy, nil, nil
@@ -942,8 +945,16 @@ func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
 		dirs[filepath.Join(p.workQ.Dir(), "claims")] = true
 		return
 	case kindDelete:
+		// The reclaimed directories' removal is made durable by their
+		// parent's sync; the index entries' by their directory's (or its
+		// parent's, if it went too).
+		dirs[filepath.Join(p.dir, "instances")] = true
 		for _, m := range rec.Members {
 			dirs[p.instDir(m.Key)] = true
+			if m.Parent != nil {
+				dirs[p.childrenDir(*m.Parent)] = true
+				dirs[filepath.Join(p.dir, "children")] = true
+			}
 			for _, r := range m.Delete {
 				dirs[qdir(r.Queue)] = true
 				if _, activity, gw := gwQueueName(r.Queue); gw && activity {
@@ -960,6 +971,11 @@ func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
 	dirs[filepath.Join(p.instDir(key), "executions")] = true
 	if rec.InstanceFile != nil {
 		files[p.instFilePath(key)] = true
+	}
+	if rec.ChildOf != nil {
+		files[filepath.Join(p.childrenDir(*rec.ChildOf), key)] = true
+		dirs[filepath.Join(p.dir, "children")] = true
+		dirs[p.childrenDir(*rec.ChildOf)] = true
 	}
 	if rec.Kind == kindPrune {
 		return

@@ -23,7 +23,9 @@ package provider
 // rename, a truncation of bytes no reader counts, or the provider's own
 // idempotent redo, each followed by the fsyncs that make it durable.
 // Interrupted, a repair leaves the directory in a state the next fsck
-// recognizes and finishes. Lock files are never deleted.
+// recognizes and finishes. A lock file is removed only by reclaiming an
+// instance directory that holds nothing else, under its flock
+// (fs_reclaim.go).
 //
 // A repair never removes what a commit acknowledged (fsck_loss.go): a
 // history missing committed records is restored from the write-ahead log
@@ -156,6 +158,19 @@ const (
 	// FsckExpiredLease: a lease, claim or session still naming a holder
 	// after its expiry (info: the next taker takes it over). Not changed.
 	FsckExpiredLease = "expired_lease"
+	// FsckStrayInstance: an instance directory that holds nothing of an
+	// instance: only its lock file (and perhaps a lease that nobody holds
+	// and that keeps no state), or nothing at all - left by a crash while
+	// an instance was deleted or created, or by a build that kept the
+	// directories of deleted instances. Repaired by reclaiming it under its
+	// flock (fs_reclaim.go).
+	FsckStrayInstance = "stray_instance"
+	// FsckChildIndex: the parent -> children index (children/) disagrees
+	// with the instance records: an instance whose record names a parent
+	// has no entry under it, or an entry names an instance whose record
+	// does not name that parent (or that does not exist). Repaired by
+	// adding or removing the entry, under the child's flock.
+	FsckChildIndex = "child_index"
 	// FsckUnknownInstance: queued messages for an instance that has no
 	// instance.json, no history, no pending commit and no queued start
 	// (info while younger than StaleAfter, then a warning). Not repaired:
@@ -524,6 +539,9 @@ func (r *fsckRun) scan(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.scanChildren(ctx); err != nil {
+		return err
+	}
 	for _, q := range []struct {
 		name string
 		q    *fsqueue.Queue
@@ -616,7 +634,26 @@ func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
 		r.checkCommitRecord(ctx, nil, key)
 		return nil
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+	g, _, err := p.lockExisting(ctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
+		names, lerr := p.fs.ReadDirNames(p.instDir(key))
+		switch {
+		case vfs.IsNotExist(lerr):
+			if !r.repair {
+				return nil // reclaimed meanwhile
+			}
+		case lerr == nil && len(names) == 0:
+			f := r.add(FsckStrayInstance, SeverityWarning, p.instDir(key), "empty instance directory (a crash while an instance was deleted or created)")
+			f.Action = "fsck --repair removes it"
+			if r.repair {
+				r.fixed(f, p.rmdirIfEmpty(p.instDir(key)), "removed")
+			}
+			return nil
+		}
+		// Files without a lock file, or a commit record to finish: lock it
+		// (creating the lock file) and check it as any other.
+		g, err = p.lockInstance(ctx, key)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -681,6 +718,22 @@ func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
 	}
 	if pending {
 		return nil // the redo rewrites the counters; check them afterwards
+	}
+	if inf == nil && ierr == nil && len(ids) == 0 && !g.Reclaimed() {
+		if empty, err := p.emptyInstance(g, key); err != nil {
+			r.ioError(p.instDir(key), err)
+		} else if empty {
+			f := r.add(FsckStrayInstance, SeverityWarning, p.instDir(key), "instance directory holds nothing of an instance (a lock file%s): left by a crash while it was deleted, or by a build that kept deleted instances' directories",
+				map[bool]string{true: " and a free lease", false: ""}[exists])
+			f.Action = "fsck --repair reclaims it"
+			if r.repair {
+				r.fixed(f, p.reclaimInstance(g, key), "reclaimed")
+			}
+			return nil
+		}
+	}
+	if inf != nil && inf.Record != nil && inf.Record.ParentInstanceID != nil {
+		r.checkChildEntry(key, *inf.Record.ParentInstanceID)
 	}
 
 	// instance.json against the executions.
@@ -1373,10 +1426,10 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 	if src == "" {
 		return orphan("that names no source commit")
 	}
-	if _, err := p.fs.Lstat(p.instDir(src)); vfs.IsNotExist(err) {
+	g, _, err := p.lockExisting(ctx, src, true)
+	if errors.Is(err, lease.ErrGone) {
 		return orphan(fmt.Sprintf("by an ack of %s that never committed", instanceIDOf(src)))
 	}
-	g, err := p.leases.Lock(ctx, p.lockPath(src), p.leasePath(src))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -338,12 +338,12 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 		}
 		d.ExecutionDetails = append(d.ExecutionDetails, p.executionDetail(key, id))
 	}
-	all, err := p.scanInstances()
+	kids, err := p.childrenOf(instance)
 	if err != nil {
 		return d, Retryablef(op, err, "%v", err)
 	}
-	if c := childrenIndex(all)[instance]; c != nil {
-		d.Children = c
+	for _, c := range kids {
+		d.Children = append(d.Children, c.f.Instance)
 	}
 	if hasDir { // (no lock file to inspect otherwise: looking would create it)
 		if li, ok := p.instanceLease(ctx, key, instance); ok {

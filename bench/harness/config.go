@@ -105,6 +105,10 @@ type Sizes struct {
 	// RestartInstances and RestartPending: instances on disk, of which
 	// RestartPending have pending work (10,000 and 1,000).
 	RestartInstances, RestartPending int
+	// RestartBigInstances and RestartBigPending, if set (Config.Big: 1M and
+	// 10,000), add a durofs-only restart cell of that size (completed
+	// instances beyond 10,000 are copied from the first one's files).
+	RestartBigInstances, RestartBigPending int
 	// RestartKillAfter is how many turns the victim process acks before
 	// it is killed with SIGKILL.
 	RestartKillAfter int
@@ -184,6 +188,9 @@ func (c Config) withDefaults() (Config, error) {
 		big := 10 * slices.Max(c.Sizes.FetchQueued)
 		s := *c.Sizes
 		s.FetchQueued = append(slices.Clone(s.FetchQueued), big)
+		if !c.Quick {
+			s.RestartBigInstances, s.RestartBigPending = 1_000_000, 10_000
+		}
 		c.Sizes = &s
 	}
 	return c, nil

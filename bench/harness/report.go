@@ -128,6 +128,17 @@ func (r *Result) Targets() []Target {
 		} else {
 			add(name, "< 1 s", "", false, false)
 		}
+		if n := r.Config.Sizes.RestartBigInstances; n > 0 {
+			name := fmt.Sprintf("durofs restart after kill -9 with %s instances (%s pending): process start → first item (median); peak RSS of the restarted process",
+				count(n), count(r.Config.Sizes.RestartBigPending))
+			if c := rs.Cell(ProviderDurofs, n); c != nil && len(c.Runs) > 0 {
+				tot := c.Median(func(x RestartRun) time.Duration { return x.Total })
+				rss := c.MaxProbeRSSKiB()
+				add(name, "< 1 s; ≤ 64 MiB", fmt.Sprintf("%s; %s", dur(tot), mib(rss)), tot < time.Second && rss <= 64<<10, true)
+			} else {
+				add(name, "< 1 s; ≤ 64 MiB", "", false, false)
+			}
+		}
 		small := rs.Cell(ProviderDurofs, r.Config.Sizes.RestartPending)
 		name = fmt.Sprintf("durofs memory: peak RSS of the restarted process, %s instances on disk ÷ %s (same pending work)",
 			count(r.Config.Sizes.RestartInstances), count(r.Config.Sizes.RestartPending))

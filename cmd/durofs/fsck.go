@@ -25,9 +25,12 @@ events, and that it holds every event its state.json counts as committed;
 temporary and staged files nobody will finish; pending commits (log records
 not yet applied) and acked work items; expired leases; unparseable files
 (instance.json, state.json, lease.json, queue messages, claims, sessions,
-the write-ahead log); messages for unknown instances; and the counters of
-instance.json and state.json against the files. It runs safely beside live
-processes (every check takes the lock the provider's writers take).
+the write-ahead log); messages for unknown instances; the counters of
+instance.json and state.json against the files; instance directories that
+hold nothing of an instance (a crash while one was deleted or created); and
+the parent -> children index (children/) against the instance records. It
+runs safely beside live processes (every check takes the lock the
+provider's writers take).
 
 With --repair it fixes what is safe: it replays the write-ahead log first
 if the machine rebooted since a process last opened the directory, applies
@@ -35,8 +38,9 @@ pending commits, finishes work acks, restores history records the log
 still holds, removes old temporary files, orphan staged files and orphan
 claims, truncates torn history tails beyond the committed events, moves
 unparseable files to quarantine/ (instance.json and state.json are then
-rebuilt from the histories), and rewrites drifted counters (never lowering
-a count of committed events).
+rebuilt from the histories), rewrites drifted counters (never lowering
+a count of committed events), removes instance directories that hold
+nothing, and adds or removes children index entries to match the records.
 
 It never removes a committed record. A corrupt committed record is
 reported, never changed. A history that lost committed events (cut,
@@ -139,5 +143,6 @@ func printFsck(w io.Writer, rep provider.FsckReport, remaining int) {
 var repairable = map[string]bool{
 	provider.FsckUnparseable: true, provider.FsckTornTail: true, provider.FsckPendingCommit: true,
 	provider.FsckCounterDrift: true, provider.FsckTempFile: true, provider.FsckStagedOrphan: true,
-	provider.FsckOrphanClaim: true, provider.FsckSymlink: true,
+	provider.FsckOrphanClaim: true, provider.FsckSymlink: true, provider.FsckStrayInstance: true,
+	provider.FsckChildIndex: true,
 }

@@ -16,7 +16,9 @@
 //
 // Commits still pending after recovery are problems: a lease or an acked
 // claim whose pending mark names a record of the write-ahead log (since its
-// checkpoint).
+// checkpoint). So is a parent -> children index (children/) that disagrees
+// with the instance records: a record naming a parent without its entry, or
+// an entry whose instance does not name that parent.
 //
 // Volatile fields are those that legitimately differ between two runs of the
 // same workload: timestamps (kept only as "set or not"), fences, lease and
@@ -40,6 +42,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/wal"
 )
@@ -76,11 +79,15 @@ type Garbage struct {
 	// (its writer died between marking and appending), and the instance's
 	// next flock holder clears the mark.
 	DanglingMarks int
+	// EmptyDirs counts instance directories that hold nothing of an
+	// instance (no instance.json, no execution, no lease or one without
+	// queue state): a crash while an instance was deleted or created.
+	EmptyDirs int
 }
 
 // String formats g compactly.
 func (g Garbage) String() string {
-	return fmt.Sprintf("staged=%d temps=%d orphan_claims=%d dangling_marks=%d", g.Staged, g.Temps, g.OrphanClaims, g.DanglingMarks)
+	return fmt.Sprintf("staged=%d temps=%d orphan_claims=%d dangling_marks=%d empty_dirs=%d", g.Staged, g.Temps, g.OrphanClaims, g.DanglingMarks, g.EmptyDirs)
 }
 
 // Options configure TakeWith.
@@ -170,25 +177,33 @@ type pendingMark struct {
 
 // readLeaseMark checks an instance's lease for a pending mark: one naming a
 // logged record is a commit recovery did not finish (a problem), one naming
-// no record is garbage.
-func (s *Snapshot) readLeaseMark(fsys vfs.FS, idir, key string) {
+// no record is garbage. It reports whether the lease keeps anything: a
+// holder or queue state.
+func (s *Snapshot) readLeaseMark(fsys vfs.FS, idir, key string) (kept bool) {
 	data, err := fsys.ReadFile(filepath.Join(idir, "lease.json"))
 	if err != nil {
-		return // missing, or unreadable: a lease is volatile, never a commit
+		return err != nil && !vfs.IsNotExist(err) // missing, or unreadable: a lease is volatile, never a commit
 	}
 	var l struct {
-		Data struct {
-			Pending *pendingMark `json:"pending"`
-		} `json:"data"`
+		Token string          `json:"token"`
+		Data  json.RawMessage `json:"data"`
 	}
-	if json.Unmarshal(data, &l) != nil || l.Data.Pending == nil {
-		return
+	var d struct {
+		Pending *pendingMark `json:"pending"`
 	}
-	if s.logged[l.Data.Pending.ID] {
-		s.problem("instance %s: its lease marks commit %s pending, and that record is in the log: committed but never applied", key, l.Data.Pending.ID)
-		return
+	if json.Unmarshal(data, &l) != nil {
+		return true
+	}
+	kept = l.Token != "" || len(l.Data) > 0
+	if len(l.Data) == 0 || json.Unmarshal(l.Data, &d) != nil || d.Pending == nil {
+		return kept
+	}
+	if s.logged[d.Pending.ID] {
+		s.problem("instance %s: its lease marks commit %s pending, and that record is in the log: committed but never applied", key, d.Pending.ID)
+		return true
 	}
 	s.Garbage.DanglingMarks++
+	return true
 }
 
 // readTemps counts the temporary files of tmp/.
@@ -278,12 +293,16 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 	if err != nil {
 		return fmt.Errorf("crashcheck: %w", err)
 	}
+	indexed := map[string]bool{} // "<parent key>/<child key>" the records want in children/
 	for _, key := range keys {
 		idir := filepath.Join(dir, "instances", key)
-		s.readLeaseMark(fsys, idir, key)
+		hasLease := s.readLeaseMark(fsys, idir, key)
 		var inst struct {
 			Executions  []uint64 `json:"executions"`
 			TotalEvents uint64   `json:"total_events"`
+			Record      *struct {
+				Parent *string `json:"parent_instance_id"`
+			} `json:"record"`
 		}
 		hasInst := false
 		if data, err := readSealed(fsys, dir, filepath.Join(idir, "instance.json")); err == nil {
@@ -297,10 +316,20 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 		} else if !vfs.IsNotExist(err) {
 			s.problem("instance %s: read instance.json: %v", key, err)
 		}
+		if hasInst && inst.Record != nil && inst.Record.Parent != nil {
+			entry := names.Encode(*inst.Record.Parent) + "/" + key
+			indexed[entry] = true
+			if _, err := fsys.Lstat(filepath.Join(dir, "children", entry)); err != nil {
+				s.problem("instance %s: its record names parent %q, and the children index has no entry for it (%v)", key, *inst.Record.Parent, err)
+			}
+		}
 		execs, err := readDir(fsys, filepath.Join(idir, "executions"))
 		if err != nil {
 			s.problem("instance %s: list executions: %v", key, err)
 			continue
+		}
+		if !hasInst && len(execs) == 0 && !hasLease {
+			s.Garbage.EmptyDirs++
 		}
 		var withState []uint64
 		var total uint64
@@ -322,6 +351,28 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 			}
 			if total != inst.TotalEvents {
 				s.problem("instance %s: instance.json total_events=%d, histories hold %d", key, inst.TotalEvents, total)
+			}
+		}
+	}
+	return s.readChildren(fsys, dir, indexed)
+}
+
+// readChildren checks that every entry of the children index is one that
+// an instance record wants.
+func (s *Snapshot) readChildren(fsys vfs.FS, dir string, indexed map[string]bool) error {
+	parents, err := readDir(fsys, filepath.Join(dir, "children"))
+	if err != nil {
+		return fmt.Errorf("crashcheck: %w", err)
+	}
+	for _, pk := range parents {
+		kids, err := readDir(fsys, filepath.Join(dir, "children", pk))
+		if err != nil {
+			s.problem("children index of %s: %v", pk, err)
+			continue
+		}
+		for _, ck := range kids {
+			if !indexed[pk+"/"+ck] {
+				s.problem("children index entry %s/%s: instance %s does not exist or its record does not name that parent", pk, ck, ck)
 			}
 		}
 	}

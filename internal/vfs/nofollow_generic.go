@@ -129,39 +129,48 @@ func (n *noFollowFS) gSyncDir(name string) error {
 	return n.OS.SyncDir(name)
 }
 
-// gPrepareLock checks the lock file's path and creates the lock file with
-// the configured mode (the OS lock opens an existing file).
-func (n *noFollowFS) gPrepareLock(name string) error {
-	f, err := n.gOpenFile(name, os.O_RDONLY|os.O_CREATE, n.perm.File)
-	if err != nil {
-		return err
+// gLockFile checks the lock file's path (every component below root, the
+// final one too where open(2) has no O_NOFOLLOW).
+func (n *noFollowFS) gLockFile(name string) error {
+	if r, ok := n.rel(name); ok {
+		return checkComponents("open", name, n.root, r, oNoFollow == 0)
 	}
-	return f.Close()
+	return nil
+}
+
+// gFlock returns a gofrs/flock of name that opens it without following a
+// final link (where the system can), creating it with the configured mode
+// if create.
+func (n *noFollowFS) gFlock(name string, create bool) func() *flock.Flock {
+	flag := os.O_RDONLY | oNoFollow
+	if create {
+		flag |= os.O_CREATE
+	}
+	return func() *flock.Flock { return flock.New(name, flock.SetFlag(flag), flock.SetPermissions(n.perm.File)) }
 }
 
 func (n *noFollowFS) gLock(ctx context.Context, name string) (Unlocker, error) {
-	if err := n.gPrepareLock(name); err != nil {
+	if err := n.gLockFile(name); err != nil {
 		return nil, err
 	}
-	return n.OS.Lock(ctx, name)
+	u, _, err := lockFlock(ctx, name, true, true, n.gFlock(name, true), n.gLstat)
+	return u, mapNoFollow(err)
 }
 
 func (n *noFollowFS) gTryLock(name string) (Unlocker, bool, error) {
-	if err := n.gPrepareLock(name); err != nil {
+	if err := n.gLockFile(name); err != nil {
 		return nil, false, err
 	}
-	return n.OS.TryLock(name)
+	u, ok, err := lockFlock(context.Background(), name, false, true, n.gFlock(name, true), n.gLstat)
+	return u, ok, mapNoFollow(err)
 }
 
 func (n *noFollowFS) gLockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
-	if r, ok := n.rel(name); ok {
-		if err := checkComponents("open", name, n.root, r, oNoFollow == 0); err != nil {
-			return nil, false, err
-		}
+	if err := n.gLockFile(name); err != nil {
+		return nil, false, err
 	}
-	return lockExisting(ctx, name, wait, func() *flock.Flock {
-		return flock.New(name, flock.SetFlag(os.O_RDONLY|oNoFollow))
-	}, n.gLstat)
+	u, ok, err := lockFlock(ctx, name, wait, false, n.gFlock(name, false), n.gLstat)
+	return u, ok, mapNoFollow(err)
 }
 
 // gMkdirRoot creates root (outside the confinement: it may be a link).

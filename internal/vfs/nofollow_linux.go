@@ -352,29 +352,16 @@ func (n *noFollowFS) SyncDir(name string) error {
 const lockRetry = time.Millisecond
 
 // Lock implements FS like OS.Lock (an in-process mutex per path, then an
-// exclusive flock), but opens the lock file without following links and
-// creates it with the configured file mode.
+// exclusive flock, then a check that name still names the locked file),
+// but opens the lock file without following links and creates it with the
+// configured file mode.
 func (n *noFollowFS) Lock(ctx context.Context, name string) (Unlocker, error) {
 	r, ok := n.rel(name)
 	if !ok || n.generic() {
 		return n.gLock(ctx, name)
 	}
-	pm := procLocks.get(name)
-	if err := pm.lock(ctx); err != nil {
-		procLocks.put(name)
-		return nil, err
-	}
-	u, err := n.flock(ctx, r, name, true, true)
-	if err != nil || u == nil {
-		pm.unlock()
-		procLocks.put(name)
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("vfs: lock %s: %w", name, err)
-	}
-	u.pm = pm
-	return u, nil
+	u, _, err := n.lockAt(ctx, r, name, true, true)
+	return u, err
 }
 
 // TryLock implements FS.
@@ -383,22 +370,7 @@ func (n *noFollowFS) TryLock(name string) (Unlocker, bool, error) {
 	if !ok || n.generic() {
 		return n.gTryLock(name)
 	}
-	pm := procLocks.get(name)
-	if !pm.tryLock() {
-		procLocks.put(name)
-		return nil, false, nil
-	}
-	u, err := n.flock(context.Background(), r, name, false, true)
-	if err != nil || u == nil {
-		pm.unlock()
-		procLocks.put(name)
-		if err != nil {
-			return nil, false, fmt.Errorf("vfs: trylock %s: %w", name, err)
-		}
-		return nil, false, nil
-	}
-	u.pm = pm
-	return u, true, nil
+	return n.lockAt(context.Background(), r, name, false, true)
 }
 
 // LockExisting implements FS like OS.LockExisting, opening the file without
@@ -408,6 +380,14 @@ func (n *noFollowFS) LockExisting(ctx context.Context, name string, wait bool) (
 	if !ok || n.generic() {
 		return n.gLockExisting(ctx, name, wait)
 	}
+	return n.lockAt(ctx, r, name, wait, false)
+}
+
+// lockAt is Lock and TryLock (create) and LockExisting (!create): the
+// in-process mutex, the flock, and then lock-then-verify: name must still
+// name the locked file (see lockFlock), else LockExisting fails with "not
+// exist" and Lock and TryLock lock name again.
+func (n *noFollowFS) lockAt(ctx context.Context, r, name string, wait, create bool) (Unlocker, bool, error) {
 	pm := procLocks.get(name)
 	if wait {
 		if err := pm.lock(ctx); err != nil {
@@ -418,24 +398,38 @@ func (n *noFollowFS) LockExisting(ctx context.Context, name string, wait bool) (
 		procLocks.put(name)
 		return nil, false, nil
 	}
-	u, err := n.flock(ctx, r, name, wait, false)
-	if err == nil && u == nil && wait {
-		err = ctx.Err()
-	}
-	if err != nil || u == nil {
+	fail := func(err error) (Unlocker, bool, error) {
 		pm.unlock()
 		procLocks.put(name)
-		if err != nil {
-			return nil, false, fmt.Errorf("vfs: lock %s: %w", name, err)
-		}
-		return nil, false, nil
-	}
-	u.pm = pm
-	if err := sameFile(name, u.f.Stat, n.Lstat); err != nil {
-		_ = u.Unlock()
 		return nil, false, err
 	}
-	return u, true, nil
+	for try := 1; ; try++ {
+		u, err := n.flock(ctx, r, name, wait, create)
+		if err == nil && u == nil && wait {
+			err = ctx.Err()
+		}
+		if err != nil {
+			return fail(fmt.Errorf("vfs: lock %s: %w", name, err))
+		}
+		if u == nil {
+			return fail(nil)
+		}
+		err = sameFile(name, u.f.Stat, n.Lstat)
+		if err == nil {
+			u.pm = pm
+			return u, true, nil
+		}
+		u.release()
+		if !create || !IsNotExist(err) {
+			return fail(err)
+		}
+		if !wait && try >= maxTryReplaced {
+			return fail(nil)
+		}
+		if err := ctx.Err(); err != nil {
+			return fail(fmt.Errorf("vfs: lock %s: %w", name, err))
+		}
+	}
 }
 
 // flock opens the lock file (creating it if create) and takes an exclusive
@@ -496,12 +490,18 @@ type fdUnlocker struct {
 
 func (u *fdUnlocker) Unlock() error {
 	u.once.Do(func() {
-		u.err = unix.Flock(u.fd, unix.LOCK_UN)
-		if cerr := u.f.Close(); u.err == nil {
-			u.err = cerr
-		}
+		u.err = u.release()
 		u.pm.unlock()
 		procLocks.put(u.name)
 	})
 	return u.err
+}
+
+// release drops the flock and closes the file (not the in-process mutex).
+func (u *fdUnlocker) release() error {
+	err := unix.Flock(u.fd, unix.LOCK_UN)
+	if cerr := u.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

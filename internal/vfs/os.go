@@ -73,55 +73,35 @@ func (OS) SyncDir(name string) error { return syncDir(name) }
 // mutex per path comes first, so goroutines of this process queue on it
 // instead of polling flock(2), and exclusion within the process does not
 // depend on flock semantics (fcntl-based platforms do not exclude within a
-// process).
+// process). Once locked, the file is compared with what name names now
+// (lock-then-verify), and locked again if it was removed or replaced.
 func (OS) Lock(ctx context.Context, name string) (Unlocker, error) {
-	pm := procLocks.get(name)
-	if err := pm.lock(ctx); err != nil {
-		procLocks.put(name)
-		return nil, err
-	}
-	fl := flock.New(name, flock.SetPermissions(FilePerm))
-	ok, err := fl.TryLockContext(ctx, time.Millisecond)
-	if err != nil || !ok {
-		pm.unlock()
-		procLocks.put(name)
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("vfs: lock %s: %w", name, err)
-	}
-	return &osUnlocker{fl: fl, pm: pm, name: name}, nil
+	u, _, err := lockFlock(ctx, name, true, true, func() *flock.Flock { return flock.New(name, flock.SetPermissions(FilePerm)) }, os.Lstat)
+	return u, err
 }
 
 // TryLock implements FS.
 func (OS) TryLock(name string) (Unlocker, bool, error) {
-	pm := procLocks.get(name)
-	if !pm.tryLock() {
-		procLocks.put(name)
-		return nil, false, nil
-	}
-	fl := flock.New(name, flock.SetPermissions(FilePerm))
-	ok, err := fl.TryLock()
-	if err != nil || !ok {
-		pm.unlock()
-		procLocks.put(name)
-		if err != nil {
-			return nil, false, fmt.Errorf("vfs: trylock %s: %w", name, err)
-		}
-		return nil, false, nil
-	}
-	return &osUnlocker{fl: fl, pm: pm, name: name}, true, nil
+	return lockFlock(context.Background(), name, false, true, func() *flock.Flock { return flock.New(name, flock.SetPermissions(FilePerm)) }, os.Lstat)
 }
 
 // LockExisting implements FS: the file is opened read-only (never created),
 // locked, and then compared with what name names now.
 func (OS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
-	return lockExisting(ctx, name, wait, func() *flock.Flock { return flock.New(name, flock.SetFlag(os.O_RDONLY)) }, os.Lstat)
+	return lockFlock(ctx, name, wait, false, func() *flock.Flock { return flock.New(name, flock.SetFlag(os.O_RDONLY)) }, os.Lstat)
 }
 
-// lockExisting is LockExisting on top of gofrs/flock: newFlock opens name
-// without creating it and lstat is the FS's own Lstat.
-func lockExisting(ctx context.Context, name string, wait bool, newFlock func() *flock.Flock, lstat func(string) (fs.FileInfo, error)) (Unlocker, bool, error) {
+// maxTryReplaced bounds how often a lock without waiting retries a lock
+// file that was removed or replaced while it locked it: its holders keep
+// reclaiming it, which counts as held.
+const maxTryReplaced = 4
+
+// lockFlock is Lock and TryLock (create) and LockExisting (!create) on top
+// of gofrs/flock: newFlock opens name (creating it or not) and lstat is the
+// FS's own Lstat. Once the flock is had, name must still name the locked
+// file; if it does not, LockExisting fails with "not exist" and Lock and
+// TryLock lock name again.
+func lockFlock(ctx context.Context, name string, wait, create bool, newFlock func() *flock.Flock, lstat func(string) (fs.FileInfo, error)) (Unlocker, bool, error) {
 	pm := procLocks.get(name)
 	if wait {
 		if err := pm.lock(ctx); err != nil {
@@ -137,29 +117,39 @@ func lockExisting(ctx context.Context, name string, wait bool, newFlock func() *
 		procLocks.put(name)
 		return nil, false, err
 	}
-	fl := newFlock()
-	var ok bool
-	var err error
-	if wait {
-		ok, err = fl.TryLockContext(ctx, time.Millisecond)
-		if err == nil && !ok {
-			err = ctx.Err()
+	for try := 1; ; try++ {
+		fl := newFlock()
+		var ok bool
+		var err error
+		if wait {
+			ok, err = fl.TryLockContext(ctx, time.Millisecond)
+			if err == nil && !ok {
+				err = ctx.Err()
+			}
+		} else {
+			ok, err = fl.TryLock()
 		}
-	} else {
-		ok, err = fl.TryLock()
+		if err != nil {
+			return fail(fmt.Errorf("vfs: lock %s: %w", name, err))
+		}
+		if !ok {
+			return fail(nil)
+		}
+		err = sameFile(name, fl.Stat, lstat)
+		if err == nil {
+			return &osUnlocker{fl: fl, pm: pm, name: name}, true, nil
+		}
+		_ = fl.Unlock()
+		if !create || !IsNotExist(err) {
+			return fail(err)
+		}
+		if !wait && try >= maxTryReplaced {
+			return fail(nil)
+		}
+		if err := ctx.Err(); err != nil {
+			return fail(fmt.Errorf("vfs: lock %s: %w", name, err))
+		}
 	}
-	if err != nil {
-		return fail(fmt.Errorf("vfs: lock %s: %w", name, err))
-	}
-	if !ok {
-		return fail(nil)
-	}
-	u := &osUnlocker{fl: fl, pm: pm, name: name}
-	if err := sameFile(name, fl.Stat, lstat); err != nil {
-		_ = u.Unlock()
-		return nil, false, err
-	}
-	return u, true, nil
 }
 
 // sameFile checks that name still names the open file whose stat is given:

@@ -71,11 +71,19 @@ type FS interface {
 	MkdirAll(name string, perm fs.FileMode) error
 	// SyncDir makes the directory's entries (creates, renames, unlinks) durable.
 	SyncDir(name string) error
-	// Lock takes an exclusive advisory lock on the lock file at name, waiting
-	// until ctx is done. It excludes other processes and other goroutines of
-	// this process alike.
+	// Lock takes an exclusive advisory lock on the lock file at name,
+	// creating it if it is missing (its directory must exist), waiting until
+	// ctx is done. It excludes other processes and other goroutines of this
+	// process alike. The lock is on the file name names when Lock returns:
+	// a lock file that is removed or replaced while the call waits (its
+	// holder reclaimed it) is let go and name is locked again, created anew
+	// if need be, so a waiter never holds a lock on a file nobody else can
+	// find. If name's directory is gone, Lock fails with an error satisfying
+	// [IsNotExist]. Removing a lock file is therefore safe only for its
+	// holder, and only as the last use of that lock file.
 	Lock(ctx context.Context, name string) (Unlocker, error)
-	// TryLock is Lock without waiting; ok is false if someone else holds it.
+	// TryLock is Lock without waiting; ok is false if someone else holds it
+	// (or kept replacing it while TryLock retried).
 	TryLock(name string) (u Unlocker, ok bool, err error)
 	// LockExisting takes the same exclusive lock on a file that must
 	// already exist: it never creates name, so a file can be its own lock
