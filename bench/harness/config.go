@@ -56,9 +56,10 @@ type Config struct {
 	Settle time.Duration
 	// Quick selects tiny sizes: every section runs, nothing is meaningful.
 	Quick bool
-	// Big adds the fetch section's large cases: 10× its largest queue (1M
-	// messages by default, 1,000 with Quick). They take minutes (set-up,
-	// and a few GiB of disk for a million message files per case).
+	// Big adds the large cases: the fetch section with 10× its largest
+	// queue (1M messages by default, 1,000 with Quick) and, without Quick, a
+	// restart cell with 1M instances on disk (10k pending). They take
+	// minutes (set-up, and a few GiB of disk for a million files per case).
 	Big bool
 	// Runs is how many times each throughput and restart measurement is
 	// repeated; the median is reported (default 3).
