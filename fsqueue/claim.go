@@ -66,9 +66,16 @@ type claimCache struct {
 	setValid    bool
 	setMtime    time.Time // mtime of claims/ observed by the last listing
 	setListedAt time.Time // real time taken before that listing's Stat
-	names       map[string]struct{}
-	entries     map[string]claimEntry
+	names       map[Entry]struct{}
+	entries     lru[Entry, claimEntry] // bounded: claimCacheItems
 }
+
+// errCorrupt marks a claim file that exists but cannot be parsed.
+var errCorrupt = errors.New("corrupt file")
+
+// claimCacheItems bounds the parsed claims kept for the pre-filter (a
+// variable for the test of the bound).
+var claimCacheItems = 4096
 
 type claimEntry struct {
 	claim   Claim
@@ -85,16 +92,20 @@ type claimEntry struct {
 	validAt  time.Time
 }
 
-// claimSnap is the set of names that had claim files at one listing.
+// claimSnap is the set of messages that had claim files at one listing.
 type claimSnap struct {
-	names    map[string]struct{}
+	names    map[Entry]struct{}
 	dirMtime time.Time
 }
 
 // NameFromToken returns the message name a claim token belongs to.
 func NameFromToken(token string) (name string, ok bool) {
-	name, id, ok := strings.Cut(token, ".")
-	if !ok || !validName(name) || len(id) != 36 {
+	i := strings.LastIndexByte(token, '.')
+	if i < 0 {
+		return "", false
+	}
+	name, id := token[:i], token[i+1:]
+	if !validName(name) || len(id) != 36 {
 		return "", false
 	}
 	if u, err := uuid.Parse(id); err != nil || u == uuid.Nil || u.String() != id {
@@ -124,8 +135,9 @@ func claimable(e Entry, c *Claim, now int64) bool {
 	return c.Token == "" || c.LockedUntilMs <= now
 }
 
-// ClaimNext claims the first message, in FIFO (name) order, that is visible,
-// not claimed (no claim, an empty token or an expired lease), has an empty
+// ClaimNext claims the first message, in FIFO (name) order, that is visible
+// (by its name's visibility time, which a claim may only push back), not
+// claimed (no claim, an empty token or an expired lease), has an empty
 // claim State and satisfies eligible (nil accepts all). eligible receives the
 // current claim or nil; it may be called more than once per message and must
 // not retain the claim. The new claim has a fresh token, Owner owner,
@@ -142,26 +154,27 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 	if lockFor < time.Millisecond {
 		return nil, fmt.Errorf("fsqueue: claim: lockFor %v is shorter than 1ms", lockFor)
 	}
-	entries, err := q.List()
-	if err != nil {
-		return nil, err
-	}
-	if len(entries) == 0 {
-		return nil, nil
-	}
-	snap, err := q.claimSnapshot()
-	if err != nil {
-		return nil, err
-	}
 	now := clock.Ms(q.clock.Now())
+	var snap claimSnap
 	var busy []Entry // claimable, but their lock was held when tried
-	for _, e := range entries {
+	for e, err := range q.Visible(now) {
+		if err != nil {
+			return nil, err
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if snap.names == nil {
+			if snap, err = q.claimSnapshot(); err != nil {
+				return nil, err
+			}
+		}
+		if q.msgs.damaged(e) {
+			continue // a file that does not decode: never handed out
+		}
 		var cp *Claim
-		if _, ok := snap.names[e.Name]; ok {
-			c, exists, err := q.cachedClaim(e.Name, snap)
+		if _, ok := snap.names[e]; ok {
+			c, exists, err := q.cachedClaim(e, snap)
 			if err != nil {
 				return nil, err
 			}
@@ -217,46 +230,48 @@ var testHookBusyWait func(name string)
 
 // tryClaim claims e if it gets its message's lock (at once, or within
 // wait) and e is still claimable under the lock. It returns (nil, nil) if e
-// is not claimable or is gone, errBusy if the lock was not free.
+// is not claimable, is gone or its file is damaged, errBusy if the lock was
+// not free.
 func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor time.Duration, eligible func(Entry, *Claim) bool, wait time.Duration) (_ *Claimed, err error) {
+	name := e.Name()
 	lctx := ctx
 	if wait > 0 {
 		if testHookBusyWait != nil {
-			testHookBusyWait(e.Name)
+			testHookBusyWait(name)
 		}
 		var cancel context.CancelFunc
 		lctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	u, ok, err := q.fsys.LockExisting(lctx, q.msgPath(e.Name), wait > 0)
+	u, ok, err := q.fsys.LockExisting(lctx, q.msgPath(name), wait > 0)
 	switch {
 	case err == nil && !ok:
 		return nil, errBusy
 	case err == nil:
 	case vfs.IsNotExist(err):
-		q.forget(e.Name) // consumed or deleted since it was listed
+		q.forget(name) // consumed or deleted since it was listed
 		return nil, nil
 	case wait > 0 && lctx.Err() != nil && ctx.Err() == nil:
 		return nil, errBusy
 	case errors.Is(err, vfs.ErrSymlink):
-		return nil, q.skipLinked(e.Name, err)
+		return nil, q.skipLinked(name, err)
 	default:
-		return nil, fmt.Errorf("fsqueue: claim %s: %w", e.Name, err)
+		return nil, fmt.Errorf("fsqueue: claim %s: %w", name, err)
 	}
 	defer func() {
 		if uerr := u.Unlock(); uerr != nil && err == nil {
-			err = fmt.Errorf("fsqueue: claim %s: unlock: %w", e.Name, uerr)
+			err = fmt.Errorf("fsqueue: claim %s: unlock: %w", name, uerr)
 		}
 	}()
 
-	old, exists, err := q.readClaim(e.Name)
+	old, exists, err := q.readClaim(name)
 	if err != nil {
 		if !errors.Is(err, errCorrupt) {
 			return nil, err
 		}
 		// A claim file that cannot be parsed (only possible after a power
 		// loss without fsync) is treated as no claim: redelivery.
-		q.log.Warn("fsqueue: overwriting unreadable claim", "dir", q.dir, "name", e.Name, "err", err)
+		q.log.Warn("fsqueue: overwriting unreadable claim", "dir", q.dir, "name", name, "err", err)
 		old, exists = Claim{}, false
 	}
 	now := clock.Ms(q.clock.Now()) // after the flock is held
@@ -267,50 +282,53 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 	if !claimable(e, cp, now) || (eligible != nil && !eligible(e, cp)) {
 		return nil, nil
 	}
+	// The body, before anything is written: a damaged file (which the
+	// index, built from names, does list) is never handed out.
+	m, err := q.Get(name)
+	switch {
+	case err == nil:
+	case vfs.IsNotExist(err):
+		q.forget(name)
+		return nil, nil
+	case errors.Is(err, ErrCorrupt):
+		return nil, nil // logged by read, once while it is cached
+	default:
+		return nil, err
+	}
 	c := Claim{
-		Token:         newToken(e.Name),
+		Token:         newToken(name),
 		Owner:         owner,
 		LockedUntilMs: now + lockFor.Milliseconds(),
 		Attempt:       old.Attempt + 1,
 		VisibleAtMs:   old.VisibleAtMs,
 		Data:          old.Data,
 	}
-	if err := q.writeClaim(e.Name, c); err != nil {
+	if err := q.writeClaim(name, c); err != nil {
 		return nil, err
 	}
 	// Only a holder of its lock deletes a message, but a queue without
 	// claims discipline (Delete of a message nobody locks) could still
 	// remove it: then our claim is an orphan and goes.
-	gone := func() error {
-		q.forget(e.Name)
-		q.log.Debug("fsqueue: claimed message vanished", "dir", q.dir, "name", e.Name)
-		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
-			return fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
-		}
-		return nil
-	}
-	if _, err := q.fsys.Lstat(q.msgPath(e.Name)); err != nil {
+	if _, err := q.fsys.Lstat(q.msgPath(name)); err != nil {
 		if !vfs.IsNotExist(err) {
-			return nil, fmt.Errorf("fsqueue: claim %s: %w", e.Name, err)
+			return nil, fmt.Errorf("fsqueue: claim %s: %w", name, err)
 		}
-		return nil, gone()
-	}
-	m, err := q.Get(e.Name)
-	if err != nil {
-		if !vfs.IsNotExist(err) {
-			return nil, err
+		q.forget(name)
+		q.log.Debug("fsqueue: claimed message vanished", "dir", q.dir, "name", name)
+		if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+			return nil, fmt.Errorf("fsqueue: claim %s: remove: %w", name, err)
 		}
-		return nil, gone()
+		return nil, nil
 	}
 	if clock.Ms(q.clock.Now()) >= c.LockedUntilMs {
 		// Born expired (a clock jump, or a write slower than lockFor): put
 		// back what was there, so the message is as if never claimed.
-		q.log.Debug("fsqueue: lease expired while claiming", "dir", q.dir, "name", e.Name)
+		q.log.Debug("fsqueue: lease expired while claiming", "dir", q.dir, "name", name)
 		if exists {
-			return nil, q.writeClaim(e.Name, old)
+			return nil, q.writeClaim(name, old)
 		}
-		if err := q.fsys.Remove(q.claimPath(e.Name)); err != nil && !vfs.IsNotExist(err) {
-			return nil, fmt.Errorf("fsqueue: claim %s: remove: %w", e.Name, err)
+		if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+			return nil, fmt.Errorf("fsqueue: claim %s: remove: %w", name, err)
 		}
 		return nil, nil
 	}
@@ -336,15 +354,11 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	if err != nil {
 		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
 	}
-	names := make(map[string]struct{}, len(files))
+	names := make(map[Entry]struct{}, len(files))
 	for _, f := range files {
 		if name, ok := nameFromFile(f); ok {
-			names[name] = struct{}{}
-		}
-	}
-	for name := range c.entries {
-		if _, ok := names[name]; !ok {
-			delete(c.entries, name)
+			e, _ := parseName(name)
+			names[e] = struct{}{}
 		}
 	}
 	// The map is replaced, never mutated, so snapshots can share it.
@@ -352,19 +366,20 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	return claimSnap{names: names, dirMtime: mtime}, nil
 }
 
-// cachedClaim returns name's claim for the pre-filter: from the cache if
+// cachedClaim returns e's claim for the pre-filter: from the cache if
 // claims/ has not changed since the entry was known correct, else after an
 // Lstat (and a read if the file's identity changed). A corrupt claim is
 // reported as absent.
-func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
+func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 	c := &q.claims
 	c.mu.Lock()
-	ce, ok := c.entries[name]
+	ce, ok := c.entries.get(e)
 	c.mu.Unlock()
 	if ok && ce.dirMtime.Equal(snap.dirMtime) && ce.validAt.Sub(snap.dirMtime) >= mtimeMargin {
 		return ce.claim, ce.exists && !ce.corrupt, nil
 	}
 	v := time.Now()
+	name := e.Name()
 	path := q.claimPath(name)
 	fi, err := q.fsys.Lstat(path)
 	switch {
@@ -385,10 +400,8 @@ func (q *Queue) cachedClaim(name string, snap claimSnap) (Claim, bool, error) {
 	}
 	ce.dirMtime, ce.validAt = snap.dirMtime, v
 	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[string]claimEntry{}
-	}
-	c.entries[name] = ce
+	c.entries.maxItems = claimCacheItems
+	c.entries.put(e, ce)
 	c.mu.Unlock()
 	return ce.claim, ce.exists && !ce.corrupt, nil
 }
@@ -676,7 +689,13 @@ func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepSt
 	var st SweepStats
 	now := q.clock.Now()
 	for _, d := range []string{q.dir, q.claimsDir} {
-		files, err := q.fsys.ReadDirNames(d)
+		var files []string
+		var err error
+		if d == q.dir {
+			files, err = q.sideFiles()
+		} else {
+			files, err = scanDirPrefixed(q.fsys, d, vfs.TempPrefix)
+		}
 		if err != nil {
 			return st, fmt.Errorf("fsqueue: sweep %s: %w", d, err)
 		}

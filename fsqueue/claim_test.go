@@ -175,7 +175,7 @@ func TestClaimFilterAndState(t *testing.T) {
 	ctx := context.Background()
 	a := enqueue(t, q, fsqueue.Message{Attrs: map[string]string{"instance": "a"}})
 	b := enqueue(t, q, fsqueue.Message{Attrs: map[string]string{"instance": "b"}})
-	onlyB := func(e fsqueue.Entry, c *fsqueue.Claim) bool { return e.Attrs["instance"] == "b" }
+	onlyB := func(e fsqueue.Entry, c *fsqueue.Claim) bool { return e.Name() == b }
 	c := mustClaim(t, q, time.Minute, onlyB)
 	if c.Message.Name != b {
 		t.Fatalf("claimed %s, want %s", c.Message.Name, b)
@@ -185,13 +185,13 @@ func TestClaimFilterAndState(t *testing.T) {
 	clk.Advance(2 * time.Minute)
 	var seen *fsqueue.Claim
 	c = mustClaim(t, q, time.Minute, func(e fsqueue.Entry, cl *fsqueue.Claim) bool {
-		if e.Name == a && cl != nil {
+		if e.Name() == a && cl != nil {
 			t.Errorf("message %s was never claimed, eligible got claim %+v", a, cl)
 		}
-		if e.Name == b {
+		if e.Name() == b {
 			seen = cl
 		}
-		return e.Name == b
+		return e.Name() == b
 	})
 	if c.Message.Name != b || c.Claim.Attempt != 2 || seen == nil || seen.Attempt != 1 {
 		t.Fatalf("claimed %s attempt %d (eligible saw %+v), want %s attempt 2", c.Message.Name, c.Claim.Attempt, seen, b)
@@ -263,7 +263,7 @@ func TestClaimVanishedMessage(t *testing.T) {
 	second := enqueue(t, q, fsqueue.Message{})
 	deleted := false
 	c := mustClaim(t, q, time.Minute, func(e fsqueue.Entry, _ *fsqueue.Claim) bool {
-		if e.Name == first && !deleted {
+		if e.Name() == first && !deleted {
 			deleted = true
 			if err := os.Remove(filepath.Join(dir, first+".json")); err != nil {
 				t.Error(err)
@@ -358,11 +358,11 @@ func TestSweep(t *testing.T) {
 	ctx := context.Background()
 	live := enqueue(t, q, fsqueue.Message{})
 	mustClaim(t, q, time.Minute, nil)
-	staged := q.NewName()
+	staged := q.NewName(0, "")
 	if err := q.Stage(fsqueue.Message{Name: staged}); err != nil {
 		t.Fatal(err)
 	}
-	orphan, acked, corrupt := q.NewName(), q.NewName(), q.NewName()
+	orphan, acked, corrupt := q.NewName(0, ""), q.NewName(0, ""), q.NewName(0, "")
 	for _, n := range []string{orphan, acked, staged} {
 		state := ""
 		if n == acked {

@@ -7,25 +7,41 @@
 //
 // # On-disk format
 //
-//	<dir>/fsqueue.json           {"format":"fsqueue","version":2}, created once (create-exclusive);
-//	                             a queue of another version is refused
-//	<dir>/<name>.json            one immutable message; <name> is a 26-character ULID
-//	                             (Crockford base32, upper case)
+//	<dir>/fsqueue.json           {"format":"fsqueue","version":3,"index_attr":"…"}, created once
+//	                             (create-exclusive); a queue of another version, or opened
+//	                             with another Options.IndexAttr, is refused
+//	<dir>/<name>.json            one immutable message; <name> is <ULID>.<visible>.<route>
 //	<dir>/.staged-<name>.json    a message written but not yet published ([Queue.Stage], [Queue.Publish])
 //	<dir>/claims/<name>.json     the claim (peek-lock lease) of a message, if it was ever claimed
 //	<dir>/.tmp-*, claims/.tmp-*  temporary files ([vfs.TempPrefix]); removed by [Queue.Sweep]
 //
+// A message's name carries everything finding work needs, so that a
+// listing of the directory builds the queue's index without opening a file
+// (name.go): the message's ULID (26 characters of Crockford base32, upper
+// case; it orders the queue), its visibility time (ms since the epoch,
+// clamped to [0, MaxVisibleAtMs], 10 base32 digits) and its route (the
+// first 64 bits of the SHA-256 of its IndexAttr attribute's value, 0 for
+// none: [RouteOf]; 13 base32 digits), for example
+//
+//	01JDQ8Z3N7W1Y5C2V9R4T6M8KE.01JDQ8Z3N7.A4N8T2C9Q1W3E.json
+//
 // A message file holds
 //
-//	{"name":"…","visible_at_ms":N,"enqueued_at_ms":N,"attrs":{"k":"v",…},"payload":<raw JSON>}
+//	{"name":"<name>","visible_at_ms":N,"enqueued_at_ms":N,"attrs":{"k":"v",…},"payload":<raw JSON>}
+//
+// and every read checks that the body agrees with the name it was found
+// under (name field, visibility time, route): a file that does not is
+// damaged ([ErrCorrupt]), listed but never handed out. [Queue.Encode] and
+// the calls that write a message name it, or check the name it was given
+// ([Queue.NewName]).
 //
 // and a claim file holds
 //
 //	{"token":"<name>.<uuid>","owner":"…","locked_until_ms":N,"attempt":N,"visible_at_ms":N,"state":"…","data":<raw JSON>}
 //
 // Every scanner skips directory entries whose name is not exactly
-// "<26-character ULID>.json", so temporary, staged and configuration files are
-// never mistaken for messages or claims. Timestamps are milliseconds since the
+// "<name>.json" for a valid name, so temporary, staged and configuration
+// files are never mistaken for messages or claims. Timestamps are milliseconds since the
 // Unix epoch, read from the queue's [clock.Clock].
 //
 // A message is visible when its effective visibility time (the claim's
@@ -145,17 +161,35 @@
 //     not yet visible at the new time - including one enqueued for "now"
 //     just before the step - becomes visible up to Δ later.
 //
-// # Caching
+// # The index
 //
-// [Queue.List] keeps an in-memory index of message headers. It re-reads the
-// directory only when the directory's mtime changed since the last listing,
-// or the last listing was taken less than 50 ms after that mtime (ext4
-// timestamps are coarse, so a file added in the same tick as the listing
-// would not change the mtime; the margin makes the cache safe), and it reads
-// only the files it has not seen. ClaimNext caches the listing of claims/ and
-// parsed claim files the same way, keyed by the claim file's identity (inode,
-// size, mtime, ctime). These comparisons are between file-system timestamps
-// and the real time ([time.Now]), not the injected clock. The caches only
-// decide which messages are worth trying: every decision to hand out a
-// message is made on a fresh read of its claim under the message's flock.
+// The queue keeps an index of its messages in memory (index.go): 32 bytes
+// per message - the ULID, visibility time and route of its name - in sorted
+// blocks of 1024, each with the least visibility time of its messages and a
+// Bloom filter of their routes. [Queue.Visible] walks the messages visible
+// at a time in name order and skips blocks with nothing due;
+// [Queue.ListRoute] finds one route's messages by probing each block's
+// filter. The first listing streams the directory ([vfs.ScanDir]: getdents
+// into one reused buffer on Linux) and parses names in place, so building
+// the index of a million messages allocates the index and nothing else; it
+// opens no file. Message bodies are read only by [Queue.Get] and
+// [Queue.Header] (which fetches use for the messages they hand out or must
+// inspect), through a cache bounded in entries and bytes; parsed claims are
+// cached the same way (bounded).
+//
+// On Linux a directory watch (inotify) reports every process's changes,
+// which are applied to the index (cost proportional to the changes); the
+// directory is listed again only after a watch overflow. Elsewhere, or
+// without a watch, the index is rebuilt when the directory's mtime changed
+// since the last listing, or the last listing was taken less than 50 ms
+// after that mtime (ext4 timestamps are coarse, so a file added in the same
+// tick as the listing would not change the mtime; the margin makes the
+// cache safe). An error while bringing the index up to date drops it: the
+// next call lists the directory again; the index is never left valid but
+// incomplete. ClaimNext caches the listing of claims/ and parsed claim files
+// the same way, keyed by the claim file's identity (inode, size, mtime,
+// ctime). These comparisons are between file-system timestamps and the real
+// time ([time.Now]), not the injected clock. The caches only decide which
+// messages are worth trying: every decision to hand out a message is made on
+// a fresh read of its claim under the message's flock.
 package fsqueue

@@ -21,7 +21,7 @@ func ExampleQueue() {
 	defer os.RemoveAll(dir)
 
 	clk := clock.NewManual(time.Now())
-	q, err := fsqueue.Open(vfs.OS{}, dir, fsqueue.Options{Clock: clk})
+	q, err := fsqueue.Open(vfs.OS{}, dir, fsqueue.Options{Clock: clk, IndexAttr: "instance"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -44,10 +44,22 @@ func ExampleQueue() {
 		fmt.Println(err)
 		return
 	}
-	entries, _ := q.List()
-	for _, e := range entries {
-		fmt.Println("queued:", e.Attrs["instance"])
+	// The index knows each message's visibility and route from its name;
+	// the attributes are in the file.
+	for e, err := range q.All() {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		h, err := q.Header(e.Name())
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("queued:", h.Attrs["instance"], e.Route == fsqueue.RouteOf(h.Attrs["instance"]))
 	}
+	o2, _ := q.ListRoute("order-2")
+	fmt.Println("messages of order-2:", len(o2))
 
 	// Peek-lock the first visible message, then acknowledge it by deleting it.
 	c, err := q.ClaimNext(ctx, "worker-1", 30*time.Second, nil)
@@ -84,8 +96,9 @@ func ExampleQueue() {
 	fmt.Printf("claimed %s attempt %d by %s\n", c.Message.Attrs["instance"], c.Claim.Attempt, c.Claim.Owner)
 
 	// Output:
-	// queued: order-1
-	// queued: order-2
+	// queued: order-1 true
+	// queued: order-2 true
+	// messages of order-2: 1
 	// claimed order-1 {"step":1} attempt 1
 	// next before its time: <nil>
 	// claimed order-2 attempt 1
@@ -93,10 +106,10 @@ func ExampleQueue() {
 }
 
 // A consumer that owns its messages (it locks them its own way, as the
-// durofs provider does per instance) finds due work with ListVisible: the
-// queue keeps messages that are not due yet out of the walk, so a fetch
-// does not slow down with the number of timers scheduled far ahead.
-func ExampleQueue_ListVisible() {
+// durofs provider does per instance) finds due work with Visible: the
+// queue skips messages that are not due yet in blocks, so a fetch does not
+// slow down with the number of timers scheduled far ahead.
+func ExampleQueue_Visible() {
 	dir, err := os.MkdirTemp("", "fsqueue-example")
 	if err != nil {
 		fmt.Println(err)
@@ -122,14 +135,18 @@ func ExampleQueue_ListVisible() {
 		}
 	}
 	for _, at := range []time.Duration{0, time.Minute, 2 * time.Hour} {
-		due, err := q.ListVisible(now + at.Milliseconds())
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
 		var timers []string
-		for _, e := range due {
-			timers = append(timers, e.Attrs["timer"])
+		for e, err := range q.Visible(now + at.Milliseconds()) {
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			h, err := q.Header(e.Name())
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			timers = append(timers, h.Attrs["timer"])
 		}
 		fmt.Printf("after %v: %v\n", at, timers)
 	}

@@ -2,6 +2,7 @@ package fsqueue_test
 
 import (
 	"io/fs"
+	"iter"
 	"log/slog"
 	"os"
 	"sync"
@@ -73,6 +74,17 @@ func openQueue(t testing.TB, fsys vfs.FS, dir string, clk clock.Clock) *fsqueue.
 	return q
 }
 
+// openQueueAttr opens a queue whose messages are routed by attribute attr.
+func openQueueAttr(t testing.TB, fsys vfs.FS, dir string, clk clock.Clock, attr string) *fsqueue.Queue {
+	t.Helper()
+	q, err := fsqueue.Open(fsys, dir, fsqueue.Options{Clock: clk, IndexAttr: attr, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
 func enqueue(t testing.TB, q *fsqueue.Queue, m fsqueue.Message) string {
 	t.Helper()
 	name, err := q.Enqueue(m)
@@ -85,9 +97,26 @@ func enqueue(t testing.TB, q *fsqueue.Queue, m fsqueue.Message) string {
 func entryNames(es []fsqueue.Entry) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
-		out[i] = e.Name
+		out[i] = e.Name()
 	}
 	return out
+}
+
+// collect gathers an index iterator's entries.
+func collect(seq iter.Seq2[fsqueue.Entry, error]) ([]fsqueue.Entry, error) {
+	var out []fsqueue.Entry
+	for e, err := range seq {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// listVisible is collect(q.Visible(nowMs)).
+func listVisible(q *fsqueue.Queue, nowMs int64) ([]fsqueue.Entry, error) {
+	return collect(q.Visible(nowMs))
 }
 
 func fileExists(t testing.TB, path string) bool {

@@ -3,8 +3,6 @@ package fsqueue_test
 import (
 	"errors"
 	"io/fs"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -15,31 +13,35 @@ import (
 )
 
 // faultFS injects one-shot faults into what the queue index reads: fail maps
-// a path to the error of its next ReadFile (a message header) or
-// ReadDirNames (the queue directory); overflow makes the next watch Drain
-// lose its events and report an overflow; afterReadDir runs once, after the
-// next ReadDirNames (a change made by another process during a listing). It
-// lists directories in name order, so that a listing meets the messages in
-// the order they were enqueued. With watch it offers the inner FS's
-// directory watch (inotify), without it the queue polls the mtime.
+// a path to the error of the next listing of that directory, after
+// failAfter[path] names (0: before the first); overflow makes the next
+// watch Drain lose its events and report an overflow, drainErr makes it
+// fail; afterList runs once, after the next listing (a change made by
+// another process during a listing). It lists directories in name order,
+// so that a listing meets the messages in the order they were enqueued.
+// With watch it offers the inner FS's directory watch (inotify), without
+// it the queue polls the mtime.
 type faultFS struct {
 	vfs.FS
 	watch bool
 
-	mu           sync.Mutex
-	fail         map[string]error
-	overflow     bool
-	afterReadDir func()
-	watching     bool // a watch was handed out
+	mu        sync.Mutex
+	fail      map[string]error
+	failAfter map[string]int
+	overflow  bool
+	drainErr  error
+	afterList func()
+	watching  bool // a watch was handed out
 }
 
-func (f *faultFS) failNext(path string, err error) {
+// failNext makes the next listing of path fail with err after n names.
+func (f *faultFS) failNext(path string, n int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail == nil {
-		f.fail = map[string]error{}
+		f.fail, f.failAfter = map[string]error{}, map[string]int{}
 	}
-	f.fail[path] = err
+	f.fail[path], f.failAfter[path] = err, n
 }
 
 // overflowNext makes the next watch Drain lose its events and report an
@@ -50,50 +52,63 @@ func (f *faultFS) overflowNext() {
 	f.overflow = true
 }
 
-// onReadDir sets the hook run after the next ReadDirNames.
-func (f *faultFS) onReadDir(hook func()) {
+// drainFailsNext makes the next watch Drain fail with err.
+func (f *faultFS) drainFailsNext(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.afterReadDir = hook
+	f.drainErr = err
+}
+
+// onList sets the hook run after the next listing.
+func (f *faultFS) onList(hook func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.afterList = hook
 }
 
 // take returns and disarms path's fault.
-func (f *faultFS) take(path string) error {
+func (f *faultFS) take(path string) (error, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err := f.fail[path]
+	err, n := f.fail[path], f.failAfter[path]
 	delete(f.fail, path)
-	return err
+	return err, n
 }
 
 // armed reports whether a fault or hook has not fired yet.
 func (f *faultFS) armed() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.fail) > 0 || f.overflow || f.afterReadDir != nil
+	return len(f.fail) > 0 || f.overflow || f.drainErr != nil || f.afterList != nil
 }
 
-func (f *faultFS) ReadFile(name string) ([]byte, error) {
-	if err := f.take(name); err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+// ScanDir implements vfs.DirScanner: the listing the index streams.
+func (f *faultFS) ScanDir(name string, fn func([]byte) error) error {
+	err, after := f.take(name)
+	if err != nil && after == 0 {
+		return &fs.PathError{Op: "readdirent", Path: name, Err: err}
 	}
-	return f.FS.ReadFile(name)
-}
-
-func (f *faultFS) ReadDirNames(name string) ([]string, error) {
-	if err := f.take(name); err != nil {
-		return nil, &fs.PathError{Op: "readdirent", Path: name, Err: err}
+	names, lerr := f.FS.ReadDirNames(name)
+	if lerr != nil {
+		return lerr
 	}
-	names, err := f.FS.ReadDirNames(name)
 	slices.Sort(names)
+	for i, n := range names {
+		if err != nil && i == after {
+			return &fs.PathError{Op: "readdirent", Path: name, Err: err}
+		}
+		if err := fn([]byte(n)); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
-	hook := f.afterReadDir
-	f.afterReadDir = nil
+	hook := f.afterList
+	f.afterList = nil
 	f.mu.Unlock()
 	if hook != nil {
 		hook()
 	}
-	return names, err
+	return nil
 }
 
 func (f *faultFS) WatchDir(dir string) (vfs.DirWatch, error) {
@@ -118,9 +133,12 @@ type faultWatch struct {
 func (w faultWatch) Drain() ([]vfs.DirEvent, bool, error) {
 	events, overflow, err := w.DirWatch.Drain()
 	w.f.mu.Lock()
-	lose := w.f.overflow
-	w.f.overflow = false
+	lose, derr := w.f.overflow, w.f.drainErr
+	w.f.overflow, w.f.drainErr = false, nil
 	w.f.mu.Unlock()
+	if derr != nil {
+		return nil, false, derr
+	}
 	if lose {
 		return nil, true, err
 	}
@@ -141,8 +159,8 @@ type indexErrHarness struct {
 }
 
 const (
-	laterAt = int64(1) << 50 // VisibleAtMs of the delayed messages
-	dueAt   = int64(1000)    // the ListVisible time of the checked calls
+	laterAt = int64(1) << 45 // VisibleAtMs of the delayed messages
+	dueAt   = int64(1000)    // the Visible time of the checked calls
 )
 
 // enqueue adds n messages through other, every second one delayed, and
@@ -170,8 +188,6 @@ func (h *indexErrHarness) delete(name string) {
 	delete(h.msgs, name)
 }
 
-func (h *indexErrHarness) path(name string) string { return filepath.Join(h.dir, name+".json") }
-
 // want returns the messages visible at nowMs, in name order.
 func (h *indexErrHarness) want(nowMs int64) []string {
 	var out []string
@@ -185,12 +201,12 @@ func (h *indexErrHarness) want(nowMs int64) []string {
 }
 
 // TestIndexErrorRelists: an error while the index is brought up to date (a
-// header read failing with EMFILE, a directory listing failing with EIO)
-// fails that call, and the next call relists, so its answer holds every
-// message on disk: the index is never left valid but incomplete. Each case
-// runs with the directory watch (incremental updates) and with mtime
-// polling, through List, ListVisible and ListAttr; then all three views are
-// checked.
+// directory listing failing at once or half way with EIO or EMFILE, a
+// directory watch failing) fails that call, and the next call relists, so
+// its answer holds every message on disk: the index is never left valid
+// but incomplete. Each case runs with the directory watch (incremental
+// updates) and with mtime polling, through All, Visible and ListRoute; then
+// all three views are checked.
 func TestIndexErrorRelists(t *testing.T) {
 	emfile, eio := syscall.EMFILE, syscall.EIO
 	cases := []struct {
@@ -201,81 +217,67 @@ func TestIndexErrorRelists(t *testing.T) {
 		after     int                      // messages enqueued then (h.after)
 		arm       func(h *indexErrHarness) // injects the fault(s)
 		then      func(h *indexErrHarness) // runs after the failed call, if set
+		noErr     bool                     // the armed hook fails nothing
 	}{
-		{
-			name: "watch event, first of three fails", watchOnly: true,
-			before: 1, listFirst: true, after: 3,
-			arm: func(h *indexErrHarness) { h.f.failNext(h.path(h.after[0]), emfile) },
-		},
-		{
-			name: "watch event, middle of three fails", watchOnly: true,
-			before: 1, listFirst: true, after: 3,
-			arm: func(h *indexErrHarness) { h.f.failNext(h.path(h.after[1]), emfile) },
-		},
-		{
-			// The removal event comes after the failing one in the same
-			// drained batch.
-			name: "watch event fails, a deletion after it", watchOnly: true,
-			before: 2, listFirst: true, after: 1,
-			arm: func(h *indexErrHarness) {
-				h.delete(h.before[0])
-				h.f.failNext(h.path(h.after[0]), emfile)
-			},
-		},
-		{
-			name: "watch event fails, then that message is deleted", watchOnly: true,
-			before: 1, listFirst: true, after: 3,
-			arm:  func(h *indexErrHarness) { h.f.failNext(h.path(h.after[1]), emfile) },
-			then: func(h *indexErrHarness) { h.delete(h.after[1]) },
-		},
-		{
-			name:   "first listing (parallel reads), one read fails",
-			before: 40,
-			arm:    func(h *indexErrHarness) { h.f.failNext(h.path(h.before[20]), emfile) },
-		},
-		{
-			name:   "first listing fails, then that message is deleted",
-			before: 40,
-			arm:    func(h *indexErrHarness) { h.f.failNext(h.path(h.before[20]), emfile) },
-			then:   func(h *indexErrHarness) { h.delete(h.before[20]) },
-		},
-		{
-			name:   "first listing, a message enqueued during it fails",
-			before: 20,
-			arm: func(h *indexErrHarness) {
-				h.f.onReadDir(func() { h.f.failNext(h.path(h.enqueue(1)[0]), emfile) })
-			},
-		},
 		{
 			name:   "first listing fails to read the directory",
 			before: 20,
-			arm:    func(h *indexErrHarness) { h.f.failNext(h.dir, eio) },
+			arm:    func(h *indexErrHarness) { h.f.failNext(h.dir, 0, eio) },
 		},
 		{
-			name: "relist after a watch overflow, one read fails", watchOnly: true,
-			before: 1, listFirst: true, after: 3,
+			name:   "first listing fails half way",
+			before: 40,
+			arm:    func(h *indexErrHarness) { h.f.failNext(h.dir, 20, emfile) },
+		},
+		{
+			name:   "first listing fails half way, then a message it had listed is deleted",
+			before: 40,
+			arm:    func(h *indexErrHarness) { h.f.failNext(h.dir, 20, emfile) },
+			then:   func(h *indexErrHarness) { h.delete(h.before[5]) },
+		},
+		{
+			name:   "first listing, a message enqueued and one deleted during it",
+			before: 20,
 			arm: func(h *indexErrHarness) {
-				h.f.overflowNext()
-				h.f.failNext(h.path(h.after[1]), emfile)
+				h.f.onList(func() {
+					h.enqueue(1)
+					h.delete(h.before[3])
+				})
 			},
+			noErr: true,
 		},
 		{
 			name: "relist after a watch overflow fails to read the directory", watchOnly: true,
 			before: 1, listFirst: true, after: 3,
 			arm: func(h *indexErrHarness) {
 				h.f.overflowNext()
-				h.f.failNext(h.dir, eio)
+				h.f.failNext(h.dir, 0, eio)
 			},
 		},
 		{
-			// The relist indexes after[0] and after[1], then fails on
-			// after[2]; with after[2] gone the next relist finds nothing
-			// new to read.
-			name:   "relist fails on the last new message, then it is deleted",
+			name: "relist after a watch overflow fails half way", watchOnly: true,
+			before: 1, listFirst: true, after: 3,
+			arm: func(h *indexErrHarness) {
+				h.f.overflowNext()
+				h.f.failNext(h.dir, 2, emfile)
+			},
+		},
+		{
+			name: "the watch fails, then the relist fails half way", watchOnly: true,
+			before: 3, listFirst: true, after: 3,
+			arm: func(h *indexErrHarness) {
+				h.f.drainFailsNext(eio)
+				h.f.failNext(h.dir, 4, emfile)
+			},
+		},
+		{
+			// The relist meets before[0] and after[0], then fails; with
+			// after[2] gone the next relist must not hold it.
+			name:   "relist fails half way, then a message it did not reach is deleted",
 			before: 1, listFirst: true, after: 3,
 			arm: func(h *indexErrHarness) {
 				h.q.Invalidate()
-				h.f.failNext(h.path(h.after[2]), emfile)
+				h.f.failNext(h.dir, 2, emfile)
 			},
 			then: func(h *indexErrHarness) { h.delete(h.after[2]) },
 		},
@@ -285,9 +287,9 @@ func TestIndexErrorRelists(t *testing.T) {
 		list  func(q *fsqueue.Queue) ([]fsqueue.Entry, error)
 		nowMs int64 // the visibility the answer is filtered by
 	}{
-		{"List", (*fsqueue.Queue).List, laterAt},
-		{"ListVisible", func(q *fsqueue.Queue) ([]fsqueue.Entry, error) { return q.ListVisible(dueAt) }, dueAt},
-		{"ListAttr", func(q *fsqueue.Queue) ([]fsqueue.Entry, error) { return q.ListAttr("v") }, laterAt},
+		{"All", (*fsqueue.Queue).List, laterAt},
+		{"Visible", func(q *fsqueue.Queue) ([]fsqueue.Entry, error) { return listVisible(q, dueAt) }, dueAt},
+		{"ListRoute", func(q *fsqueue.Queue) ([]fsqueue.Entry, error) { return q.ListRoute("v") }, laterAt},
 	}
 	for _, mode := range []string{"watch", "poll"} {
 		if mode == "watch" {
@@ -306,13 +308,8 @@ func TestIndexErrorRelists(t *testing.T) {
 				t.Run(mode+"/"+c.name+"/"+l.name, func(t *testing.T) {
 					dir := t.TempDir()
 					h := &indexErrHarness{t: t, dir: dir, f: &faultFS{FS: vfs.OS{}, watch: mode == "watch"}, msgs: map[string]int64{}}
-					h.other = openQueue(t, vfs.OS{}, dir, nil)
-					var err error
-					h.q, err = fsqueue.Open(h.f, dir, fsqueue.Options{IndexAttr: "k", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { h.q.Close() })
+					h.other = openQueueAttr(t, vfs.NoSync(vfs.OS{}), dir, nil, "k")
+					h.q = openQueueAttr(t, h.f, dir, nil, "k")
 					check := func(what string) {
 						t.Helper()
 						got, err := l.list(h.q)
@@ -338,7 +335,7 @@ func TestIndexErrorRelists(t *testing.T) {
 							t.Fatal("the injected fault never fired")
 						}
 						_, err := l.list(h.q)
-						if !h.f.armed() && !errors.Is(err, emfile) && !errors.Is(err, eio) {
+						if !h.f.armed() && !c.noErr && !errors.Is(err, emfile) && !errors.Is(err, eio) {
 							t.Fatalf("call hit by the fault: err = %v, want the injected error", err)
 						}
 					}
@@ -346,17 +343,16 @@ func TestIndexErrorRelists(t *testing.T) {
 						c.then(h)
 					}
 					check("after the fault")
-					// Every view agrees: the sorted list, the attribute
-					// index and both parts of the visibility index.
+					// Every view agrees.
 					for _, v := range []struct {
 						name  string
 						list  func() ([]fsqueue.Entry, error)
 						nowMs int64
 					}{
 						{"List", h.q.List, laterAt},
-						{"ListAttr", func() ([]fsqueue.Entry, error) { return h.q.ListAttr("v") }, laterAt},
-						{"ListVisible(due)", func() ([]fsqueue.Entry, error) { return h.q.ListVisible(dueAt) }, dueAt},
-						{"ListVisible(later)", func() ([]fsqueue.Entry, error) { return h.q.ListVisible(laterAt) }, laterAt},
+						{"ListRoute", func() ([]fsqueue.Entry, error) { return h.q.ListRoute("v") }, laterAt},
+						{"Visible(due)", func() ([]fsqueue.Entry, error) { return listVisible(h.q, dueAt) }, dueAt},
+						{"Visible(later)", func() ([]fsqueue.Entry, error) { return listVisible(h.q, laterAt) }, laterAt},
 					} {
 						got, err := v.list()
 						if err != nil {

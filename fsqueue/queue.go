@@ -1,20 +1,18 @@
 package fsqueue
 
 import (
-	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/durofs/durofs/internal/clock"
 	"github.com/durofs/durofs/internal/vfs"
@@ -31,8 +29,9 @@ var (
 	ErrExpired = errors.New("fsqueue: claim expired")
 	// ErrNotFound means the message does not exist.
 	ErrNotFound = errors.New("fsqueue: message not found")
-	// ErrInvalidName means a message name is not a 26-character upper-case
-	// ULID, or a token does not start with one.
+	// ErrInvalidName means a message name is not of the form
+	// <ULID>.<visible>.<route> (name.go) or does not match its message's
+	// visibility time and route, or a token does not start with a name.
 	ErrInvalidName = errors.New("fsqueue: invalid message name")
 	// ErrCorrupt means a message file exists but does not decode (damaged,
 	// or a staged file left partial by a crash: see [Queue.StageDeferred]),
@@ -41,6 +40,9 @@ var (
 	// ErrUnsupportedVersion: the queue directory's fsqueue.json records a
 	// format this build does not read.
 	ErrUnsupportedVersion = errors.New("fsqueue: unsupported queue format version")
+	// ErrIndexAttr: the queue was created with another Options.IndexAttr
+	// (recorded in fsqueue.json); its names carry routes of that attribute.
+	ErrIndexAttr = errors.New("fsqueue: the queue routes by another attribute")
 )
 
 const (
@@ -74,15 +76,13 @@ type Message struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// Entry is a message header from the in-memory index built by [Queue.List].
-type Entry struct {
-	// Name is the message's ULID.
+// Header is a message without its payload: what [Queue.Header] returns.
+type Header struct {
+	// Name is the message's name.
 	Name string
-	// VisibleAtMs is the message's visibility time (ms since the epoch).
-	VisibleAtMs int64
-	// EnqueuedAtMs is the message's enqueue time (ms since the epoch).
-	EnqueuedAtMs int64
-	// Attrs is shared with the queue's index: callers must not mutate it.
+	// VisibleAtMs and EnqueuedAtMs are the message's (ms since the epoch).
+	VisibleAtMs, EnqueuedAtMs int64
+	// Attrs is shared with the queue's cache: callers must not mutate it.
 	Attrs map[string]string
 }
 
@@ -94,9 +94,11 @@ type Options struct {
 	// Logger receives warnings about unreadable files; nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// IndexAttr, if set, names an attribute whose values are indexed so
-	// that ListAttr(value) returns that value's messages without scanning
-	// the whole queue (the provider indexes messages by instance).
+	// IndexAttr, if set, names the attribute whose value routes a message:
+	// every message name carries RouteOf(its value), so that ListRoute(value)
+	// finds that value's messages without scanning the whole queue (the
+	// provider routes by instance). It is recorded in fsqueue.json by
+	// whoever creates the queue; opening it with another is refused.
 	IndexAttr string
 	// VolatileClaims makes the claims written by ClaimNext, Renew, Abandon
 	// and ClaimGuard.Write unsynced, like leases: a power loss may lose a
@@ -123,61 +125,52 @@ type Queue struct {
 	linkWarnAt time.Time
 }
 
-// listCache is the in-memory index of message headers.
+// listCache is the in-memory index of the queue: the entries its
+// directory's names stand for (index.go).
 //
 // An index error invalidates the index; the next call relists. An error
-// while bringing the index up to date (listing the directory, reading a
-// header during a listing or for a watch event) may leave it incomplete: a
-// listing stopped half way (index holding entries sorted lacks), the rest
-// of a drained batch of watch events lost. So refreshLocked clears valid
-// and sorted on every error (invalidateLocked), and the next call re-reads
-// the directory, brings index and byAttr in line with it and rebuilds
-// sorted and the visibility index; only headers already read are kept
-// (message files are immutable). The index is never left valid but
-// incomplete.
+// while bringing the index up to date (listing the directory, draining the
+// directory watch) may leave it incomplete: a listing stopped half way, the
+// rest of a drained batch of watch events lost. So refreshLocked drops the
+// index on every error (invalidateLocked), and the next call lists the
+// directory again and builds it anew. The index is never left valid but
+// incomplete. Building it opens no message file: everything is in the names.
 type listCache struct {
 	mu       sync.Mutex
 	valid    bool
 	mtime    time.Time // mtime of dir observed by the last listing
 	listedAt time.Time // real time taken before that listing's Stat
-	index    map[string]Entry
-	bad      map[string]struct{} // unreadable message files, not retried until they vanish
-	sorted   []Entry
-	// shared is true once sorted was handed out by List: it is then
-	// immutable and the next change copies it (copy-on-write).
-	shared bool
-	// byAttr indexes names by the value of Options.IndexAttr.
-	byAttr map[string]map[string]struct{}
-	// The visibility index (see visible.go), kept from the first
-	// ListVisible on: visible holds the entries visible at horizon, sorted
-	// by name (copy-on-write once handed out: visShared), later the others.
-	visOn     bool
-	horizon   int64
-	visible   []Entry
-	visShared bool
-	later     laterHeap
+	idx      *index    // nil until the first listing and after an error
+	// side holds the staged and temporary files of the directory (names
+	// starting with ".staged-" or vfs.TempPrefix), kept with the index, so
+	// that sweepers of a process whose index a watch keeps up to date find
+	// them without listing the directory (see sideFiles).
+	side map[string]struct{}
 	// watch, when not nil, reports every process's changes to the
-	// directory (inotify); without it List falls back to the mtime rule.
+	// directory (inotify); without it the index falls back to the mtime rule.
 	watch      vfs.DirWatch
 	watchTried bool
 }
 
-// msgCache holds parsed messages read by Get (message files are immutable).
-type msgCache struct {
-	mu sync.Mutex
-	m  map[string]Message
-}
-
 type queueConfig struct {
-	Format  string `json:"format"`
-	Version int    `json:"version"`
+	Format    string `json:"format"`
+	Version   int    `json:"version"`
+	IndexAttr string `json:"index_attr,omitempty"`
 }
 
 // configVersion is the queue format's version. Version 1 locked claims
 // through shard lock files (locks/NN.lock); version 2 locks each message
-// file itself. Processes of the two versions would not exclude each other,
-// so a version-1 queue is refused.
-const configVersion = 2
+// file itself; version 3 names messages <ULID>.<visible>.<route> (name.go),
+// where version 2 named them <ULID>. Processes of different versions would
+// not exclude each other or would not see each other's messages, so a queue
+// of another version is refused.
+const configVersion = 3
+
+// oldVersions says what the refused versions were.
+var oldVersions = map[int]string{
+	1: "claims locked through shard lock files",
+	2: "messages named <ULID>.json, their visibility and route only in the file",
+}
 
 // Open opens (creating if needed) the queue in dir: it creates dir and
 // claims/ and records the format in fsqueue.json.
@@ -224,16 +217,25 @@ func (q *Queue) loadConfig() error {
 			if err := json.Unmarshal(data, &cfg); err != nil {
 				return fmt.Errorf("fsqueue: open %s: corrupt %s: %w", q.dir, configName, err)
 			}
+			if cfg.Format == "fsqueue" && cfg.Version < configVersion {
+				return fmt.Errorf("fsqueue: open %s: %w: version %d (%s); this build reads version %d only: "+
+					"finish the queue's work with the build that wrote it, then start a new queue",
+					q.dir, ErrUnsupportedVersion, cfg.Version, oldVersions[cfg.Version], configVersion)
+			}
 			if cfg.Format != "fsqueue" || cfg.Version != configVersion {
 				return fmt.Errorf("fsqueue: open %s: %w: format %q version %d (this build reads version %d)",
 					q.dir, ErrUnsupportedVersion, cfg.Format, cfg.Version, configVersion)
+			}
+			if cfg.IndexAttr != q.opts.IndexAttr {
+				return fmt.Errorf("fsqueue: open %s: %w: the queue routes by attribute %q, not %q",
+					q.dir, ErrIndexAttr, cfg.IndexAttr, q.opts.IndexAttr)
 			}
 			return nil
 		}
 		if !vfs.IsNotExist(err) {
 			return fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
 		}
-		body, err := json.Marshal(queueConfig{Format: "fsqueue", Version: configVersion})
+		body, err := json.Marshal(queueConfig{Format: "fsqueue", Version: configVersion, IndexAttr: q.opts.IndexAttr})
 		if err != nil {
 			return fmt.Errorf("fsqueue: open %s: %w", q.dir, err)
 		}
@@ -255,56 +257,8 @@ func (q *Queue) Dir() string { return q.dir }
 // ---------------------------------------------------------------------------
 // Names
 
-// nameGen is the process-global ULID source: one LockedMonotonicReader over
-// crypto/rand, and the last timestamp used, so that names are strictly
-// increasing within the process even if a clock steps back.
-var nameGen = struct {
-	mu      sync.Mutex
-	lastMs  uint64
-	entropy *ulid.LockedMonotonicReader
-}{entropy: &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(crand.Reader, 0)}}
-
-// NewName returns a fresh message name: a ULID whose time is q's clock
-// (or, if any clock of this process has stepped back, the latest time used
-// so far), with crypto-random monotonic entropy shared by the whole process.
-// Names are strictly increasing within a process; across processes they are
-// ordered by millisecond only. It returns "" only if the clock is beyond the
-// ULID time range (year 10889).
-func (q *Queue) NewName() string { return newName(q.clock.Now()) }
-
-func newName(now time.Time) string {
-	var ms uint64
-	if now.UnixMilli() > 0 {
-		ms = ulid.Timestamp(now)
-	}
-	nameGen.mu.Lock()
-	defer nameGen.mu.Unlock()
-	ms = max(ms, nameGen.lastMs)
-	for ms <= ulid.MaxTime() {
-		id, err := ulid.New(ms, nameGen.entropy)
-		if err == nil {
-			nameGen.lastMs = ms
-			return id.String()
-		}
-		if !errors.Is(err, ulid.ErrMonotonicOverflow) {
-			return ""
-		}
-		ms++ // 2^80 names in one ms exhausted: move to the next ms
-	}
-	return ""
-}
-
-// validName reports whether s is a canonical (upper-case) ULID string.
-func validName(s string) bool {
-	if len(s) != ulid.EncodedSize {
-		return false
-	}
-	id, err := ulid.ParseStrict(s)
-	return err == nil && id.String() == s
-}
-
 // nameFromFile returns the message name of a directory entry
-// "<ULID>.json", or ok=false for anything else.
+// "<name>.json", or ok=false for anything else.
 func nameFromFile(file string) (string, bool) {
 	name, ok := strings.CutSuffix(file, msgSuffix)
 	if !ok || !validName(name) {
@@ -314,10 +268,25 @@ func nameFromFile(file string) (string, bool) {
 }
 
 func checkName(name string) error {
-	if !validName(name) {
-		return fmt.Errorf("%w: %q", ErrInvalidName, name)
+	_, err := entryOf(name)
+	return err
+}
+
+// entryOf parses a message name ([ErrInvalidName] if it is not one).
+func entryOf(name string) (Entry, error) {
+	e, ok := parseName(name)
+	if !ok {
+		return Entry{}, fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}
-	return nil
+	return e, nil
+}
+
+// entryOfFile parses a directory entry "<name>.json" in place.
+func entryOfFile(file []byte) (Entry, bool) {
+	if len(file) != nameLen+len(msgSuffix) || string(file[nameLen:]) != msgSuffix {
+		return Entry{}, false
+	}
+	return parseName(file[:nameLen])
 }
 
 func (q *Queue) msgPath(name string) string { return filepath.Join(q.dir, name+msgSuffix) }
@@ -329,10 +298,22 @@ func (q *Queue) claimPath(name string) string { return filepath.Join(q.claimsDir
 // ---------------------------------------------------------------------------
 // Writing messages
 
-// encode validates m and returns its file content. It fills EnqueuedAtMs.
+// encode validates m and returns its file content. It fills EnqueuedAtMs,
+// and Name if it is empty; a Name that is not the one for m's visibility
+// time and route is refused.
 func (q *Queue) encode(m *Message) ([]byte, error) {
-	if err := checkName(m.Name); err != nil {
+	if m.Name == "" {
+		if m.Name = q.NewName(m.VisibleAtMs, q.routeValue(m)); m.Name == "" {
+			return nil, fmt.Errorf("fsqueue: encode message: %w: the clock is beyond the ULID time range", ErrInvalidName)
+		}
+	}
+	e, err := entryOf(m.Name)
+	if err != nil {
 		return nil, err
+	}
+	if clampVisible(m.VisibleAtMs) != e.VisibleAtMs || RouteOf(q.routeValue(m)) != e.Route {
+		return nil, fmt.Errorf("fsqueue: encode message: %w: %s is not the name of a message visible at %d with %s %q (use NewName)",
+			ErrInvalidName, m.Name, m.VisibleAtMs, q.opts.IndexAttr, q.routeValue(m))
 	}
 	if m.EnqueuedAtMs == 0 {
 		m.EnqueuedAtMs = clock.Ms(q.clock.Now())
@@ -346,8 +327,9 @@ func (q *Queue) encode(m *Message) ([]byte, error) {
 
 // Enqueue durably publishes m as <name>.json if that name is free, and
 // returns the name. If m.Name is empty a fresh name is assigned (and a new
-// one tried if it is taken); otherwise it must be a valid ULID
-// ([ErrInvalidName]) that is not in use (an error wrapping fs.ErrExist).
+// one tried if it is taken); otherwise it must be the name [Queue.NewName]
+// made for m's VisibleAtMs and IndexAttr attribute ([ErrInvalidName]) and
+// not in use (an error wrapping fs.ErrExist).
 // A zero EnqueuedAtMs is set to now. When Enqueue returns nil the message is
 // durable (if the FS syncs).
 //
@@ -361,7 +343,7 @@ func (q *Queue) Enqueue(m Message) (name string, err error) {
 	auto := m.Name == ""
 	for attempt := 0; ; attempt++ {
 		if auto {
-			m.Name = q.NewName()
+			m.Name = ""
 		}
 		data, err := q.encode(&m)
 		if err != nil {
@@ -384,7 +366,7 @@ func (q *Queue) Enqueue(m Message) (name string, err error) {
 	}
 }
 
-// Stage writes m (whose Name must be set) as .staged-<name>.json: complete
+// Stage writes m as .staged-<name>.json (naming it if m.Name is empty): complete
 // and fsynced under a temporary name, then renamed, so the staged name never
 // refers to partial content. It does not fsync the directory: stage a batch,
 // call [Queue.SyncDir] once, then record the commit, then [Queue.Publish].
@@ -439,7 +421,8 @@ func (q *Queue) Publish(name string) (published bool, err error) {
 }
 
 // Restore writes <name>.json with data - the exact content a staged copy
-// had - and removes any staged copy, without any sync: the replay of a
+// had ([Queue.Encode]'s bytes for name) - and removes any staged copy,
+// without any sync: the replay of a
 // publish from a write-ahead log, after a power loss or a sync failure, when
 // a staged file cannot be trusted to be on disk. It must not run while other
 // processes use the queue (a replay that may recreate a message a later
@@ -451,6 +434,9 @@ func (q *Queue) Restore(name string, data []byte) error {
 	if err := vfs.WriteFileNoDirSync(vfs.NoSync(q.fsys), q.msgPath(name), data); err != nil {
 		return fmt.Errorf("fsqueue: restore %s: %w", name, err)
 	}
+	if e, ok := parseName(name); ok {
+		q.msgs.drop(e) // a damaged copy it replaced is no longer damaged
+	}
 	if err := q.fsys.Remove(q.stagedPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: restore %s: %w", name, err)
 	}
@@ -458,7 +444,8 @@ func (q *Queue) Restore(name string, data []byte) error {
 }
 
 // Encode validates m and returns the bytes its file holds (filling
-// EnqueuedAtMs), for callers that log a message before staging it.
+// EnqueuedAtMs, and Name if empty), for callers that log a message before
+// staging it.
 func (q *Queue) Encode(m *Message) ([]byte, error) { return q.encode(m) }
 
 // StageData writes data, the encoding of message name from [Queue.Encode],
@@ -483,7 +470,7 @@ type StagedFile struct {
 // that remove those whose commit never happened. Only the owner of the
 // commit can tell; fsqueue never removes staged files on its own.
 func (q *Queue) Staged() ([]StagedFile, error) {
-	files, err := q.fsys.ReadDirNames(q.dir)
+	files, err := q.sideFiles()
 	if err != nil {
 		return nil, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
@@ -507,6 +494,19 @@ func (q *Queue) Staged() ([]StagedFile, error) {
 	return out, nil
 }
 
+// scanDirPrefixed returns the names in dir that start with prefix,
+// streaming the listing.
+func scanDirPrefixed(fsys vfs.FS, dir, prefix string) ([]string, error) {
+	var out []string
+	err := vfs.ScanDir(fsys, dir, func(name []byte) error {
+		if hasPrefix(name, prefix) {
+			out = append(out, string(name))
+		}
+		return nil
+	})
+	return out, err
+}
+
 // ReadStaged reads a staged message (not cached).
 func (q *Queue) ReadStaged(name string) (Message, error) {
 	if err := checkName(name); err != nil {
@@ -519,9 +519,9 @@ func (q *Queue) ReadStaged(name string) (Message, error) {
 		}
 		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w", name, err)
 	}
-	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: %w", name, ErrCorrupt, err)
+	m, err := q.Decode(name, data)
+	if err != nil {
+		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w", name, err)
 	}
 	return m, nil
 }
@@ -604,11 +604,15 @@ func (q *Queue) DeleteClaim(name string) error {
 
 // forget drops name from the in-memory caches (it was deleted or vanished).
 func (q *Queue) forget(name string) {
-	q.msgs.mu.Lock()
-	delete(q.msgs.m, name)
-	q.msgs.mu.Unlock()
+	e, ok := parseName(name)
+	if !ok {
+		return
+	}
+	q.msgs.drop(e)
 	q.list.mu.Lock()
-	q.removeEntry(name)
+	if q.list.idx != nil {
+		q.list.idx.remove(e)
+	}
 	q.list.mu.Unlock()
 }
 
@@ -616,40 +620,106 @@ func (q *Queue) forget(name string) {
 // Reading messages
 
 // Get returns a message. Message files are immutable, so the result is
-// cached after the first read; a cached message may be returned after
-// another process deleted it (use [ClaimGuard.MessageExists] to check
-// existence). A missing message gives an error wrapping both [ErrNotFound]
-// and fs.ErrNotExist.
+// cached after the first read (a bounded cache: see msgCache); a cached
+// message may be returned after another process deleted it (use
+// [ClaimGuard.MessageExists] to check existence). A missing message gives
+// an error wrapping both [ErrNotFound] and fs.ErrNotExist; a file that does
+// not decode, or whose body does not match its name (name field,
+// visibility time, route), one wrapping [ErrCorrupt].
 func (q *Queue) Get(name string) (Message, error) {
-	if err := checkName(name); err != nil {
+	m, err := q.read(name)
+	if err != nil {
 		return Message{}, err
 	}
-	q.msgs.mu.Lock()
-	m, ok := q.msgs.m[name]
-	q.msgs.mu.Unlock()
-	if ok {
-		return cloneMessage(m), nil
+	return cloneMessage(m), nil
+}
+
+// Header is Get without the payload, and without copying the attributes:
+// the returned Attrs map is shared with the cache and must not be mutated.
+// Readers that decide from attributes (which instance, session or tag a
+// message is for) use it.
+func (q *Queue) Header(name string) (Header, error) {
+	e, err := entryOf(name)
+	if err != nil {
+		return Header{}, err
+	}
+	return q.HeaderOf(e)
+}
+
+// HeaderOf is Header of the message e names: what a walk of the index
+// (Visible, All, ListRoute) uses, without formatting the name when the
+// message is cached.
+func (q *Queue) HeaderOf(e Entry) (Header, error) {
+	m, err := q.readEntry(e, "")
+	if err != nil {
+		return Header{}, err
+	}
+	return Header{Name: m.Name, VisibleAtMs: m.VisibleAtMs, EnqueuedAtMs: m.EnqueuedAtMs, Attrs: m.Attrs}, nil
+}
+
+// read returns the cached or freshly read message (shared: not to be
+// modified).
+func (q *Queue) read(name string) (Message, error) {
+	e, err := entryOf(name)
+	if err != nil {
+		return Message{}, err
+	}
+	return q.readEntry(e, name)
+}
+
+// readEntry is read of the message e names (name: its name, or "" to
+// format it if needed).
+func (q *Queue) readEntry(e Entry, name string) (Message, error) {
+	if m, err, ok := q.msgs.get(e); ok {
+		if err != nil {
+			return Message{}, fmt.Errorf("fsqueue: get %s: %w", m.Name, err)
+		}
+		return m, nil
+	}
+	if name == "" {
+		name = e.Name()
 	}
 	data, err := q.fsys.ReadFile(q.msgPath(name))
 	if err != nil {
 		if vfs.IsNotExist(err) {
 			return Message{}, fmt.Errorf("fsqueue: get %s: %w: %w", name, ErrNotFound, err)
 		}
+		if errors.Is(err, vfs.ErrSymlink) {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			q.msgs.put(e, Message{Name: name}, err)
+		}
 		return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
 	}
+	m, err := q.decode(name, e, data)
+	if err != nil {
+		q.log.Warn("fsqueue: skipping a message file that cannot be used (run durofs fsck)", "dir", q.dir, "name", name, "err", err)
+		q.msgs.put(e, Message{Name: name}, err)
+		return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
+	}
+	q.msgs.put(e, m, nil)
+	return m, nil
+}
+
+// Decode parses data as the file of message name and checks that its body
+// matches the name (an error wrapping [ErrCorrupt] if not): for readers of
+// message files that go around the queue (fsck).
+func (q *Queue) Decode(name string, data []byte) (Message, error) {
+	e, err := entryOf(name)
+	if err != nil {
+		return Message{}, err
+	}
+	return q.decode(name, e, data)
+}
+
+func (q *Queue) decode(name string, e Entry, data []byte) (Message, error) {
+	var m Message
 	if err := json.Unmarshal(data, &m); err != nil {
-		return Message{}, fmt.Errorf("fsqueue: get %s: %w: %w", name, ErrCorrupt, err)
+		return Message{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if m.Name != name {
-		return Message{}, fmt.Errorf("fsqueue: get %s: %w: name %q", name, ErrCorrupt, m.Name)
+	if err := q.checkBody(name, e, &m); err != nil {
+		return Message{}, fmt.Errorf("%w: the body does not match its name: %w", ErrCorrupt, err)
 	}
-	q.msgs.mu.Lock()
-	if q.msgs.m == nil {
-		q.msgs.m = map[string]Message{}
-	}
-	q.msgs.m[name] = m
-	q.msgs.mu.Unlock()
-	return cloneMessage(m), nil
+	return m, nil
 }
 
 func cloneMessage(m Message) Message {
@@ -658,21 +728,70 @@ func cloneMessage(m Message) Message {
 	return m
 }
 
-// msgHeader is the part of a message file the index needs.
-type msgHeader struct {
-	Name         string            `json:"name"`
-	VisibleAtMs  int64             `json:"visible_at_ms"`
-	EnqueuedAtMs int64             `json:"enqueued_at_ms"`
-	Attrs        map[string]string `json:"attrs"`
+// ---------------------------------------------------------------------------
+// The index
+
+// Page sizes of the iterators: the first page is small (a fetch usually
+// takes the first message it meets), the next ones larger.
+const (
+	firstPage = 16
+	nextPage  = 256
+)
+
+// Visible returns an iterator over the messages whose name's visibility
+// time is at most nowMs (ms since the epoch), in name (FIFO) order, without
+// walking past the messages that are not visible yet. It brings the index
+// up to date first and copies entries out a page at a time, so a long walk
+// sees changes other calls applied meanwhile; no entry is yielded twice. A claim may still
+// delay a message further (see [Claim]); Visible judges the name only. An
+// error ends the iteration (yielded with a zero Entry).
+func (q *Queue) Visible(nowMs int64) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		var from Entry
+		hasFrom := false
+		buf := make([]Entry, 0, firstPage)
+		for {
+			page, err := q.page(nowMs, from, hasFrom, !hasFrom, buf[:0])
+			if err != nil {
+				yield(Entry{}, err)
+				return
+			}
+			for _, e := range page {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if len(page) < cap(page) {
+				return
+			}
+			from, hasFrom = page[len(page)-1], true
+			if cap(buf) < nextPage {
+				buf = make([]Entry, 0, nextPage)
+			}
+		}
+	}
 }
 
-// List returns the headers of all messages (visible or not, claimed or not),
-// sorted by Name, that is in FIFO order. It keeps an index in memory and
-// re-reads the directory only when it may have changed (see the package
-// documentation), reading only files it has not seen before. On Linux a
-// directory watch (inotify) reports every process's changes, so List costs
-// O(changes), not O(messages). The returned slice and its Attrs maps are a
-// shared, immutable snapshot: callers must not modify them.
+// All returns an iterator over every message (visible or not, claimed or
+// not) in name (FIFO) order; see [Queue.Visible].
+func (q *Queue) All() iter.Seq2[Entry, error] { return q.Visible(math.MaxInt64) }
+
+// page copies out a page of visible entries after from, bringing the index
+// up to date first if refresh or if it was dropped.
+func (q *Queue) page(nowMs int64, from Entry, hasFrom, refresh bool, out []Entry) ([]Entry, error) {
+	c := &q.list
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if refresh || c.idx == nil {
+		if err := q.refreshLocked(); err != nil {
+			return nil, err
+		}
+	}
+	return c.idx.visible(nowMs, from, hasFrom, out), nil
+}
+
+// List returns every message's entry in name (FIFO) order: a copy of the
+// index, 32 bytes a message. Walkers of large queues use [Queue.All].
 func (q *Queue) List() ([]Entry, error) {
 	c := &q.list
 	c.mu.Lock()
@@ -680,16 +799,17 @@ func (q *Queue) List() ([]Entry, error) {
 	if err := q.refreshLocked(); err != nil {
 		return nil, err
 	}
-	c.shared = true
-	return c.sorted, nil
+	return c.idx.visible(math.MaxInt64, Entry{}, false, make([]Entry, 0, c.idx.n)), nil
 }
 
-// ListAttr returns the messages whose Options.IndexAttr attribute equals
-// value, sorted by Name, without scanning the whole queue. It requires
-// Options.IndexAttr.
-func (q *Queue) ListAttr(value string) ([]Entry, error) {
+// ListRoute returns, in name order, the messages whose route is
+// RouteOf(value): those whose Options.IndexAttr attribute is value, and
+// any other whose value's route collides with it (a reader that must know
+// checks the attribute in [Queue.Header]). It does not scan the whole
+// queue: each block of the index has a filter of its routes.
+func (q *Queue) ListRoute(value string) ([]Entry, error) {
 	if q.opts.IndexAttr == "" {
-		return nil, errors.New("fsqueue: ListAttr without Options.IndexAttr")
+		return nil, errors.New("fsqueue: ListRoute without Options.IndexAttr")
 	}
 	c := &q.list
 	c.mu.Lock()
@@ -697,13 +817,18 @@ func (q *Queue) ListAttr(value string) ([]Entry, error) {
 	if err := q.refreshLocked(); err != nil {
 		return nil, err
 	}
-	names := c.byAttr[value]
-	out := make([]Entry, 0, len(names))
-	for n := range names {
-		out = append(out, c.index[n])
+	return c.idx.route(RouteOf(value), nil), nil
+}
+
+// Len returns the number of messages in the index.
+func (q *Queue) Len() (int, error) {
+	c := &q.list
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := q.refreshLocked(); err != nil {
+		return 0, err
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return c.idx.n, nil
 }
 
 // refreshLocked brings the index up to date. With a directory watch it
@@ -719,11 +844,6 @@ func (q *Queue) refreshLocked() (err error) {
 			q.invalidateLocked()
 		}
 	}()
-	if c.index == nil {
-		c.index = map[string]Entry{}
-		c.bad = map[string]struct{}{}
-		c.byAttr = map[string]map[string]struct{}{}
-	}
 	if !c.watchTried {
 		c.watchTried = true
 		// The watch starts before the first full listing, so no change
@@ -737,7 +857,8 @@ func (q *Queue) refreshLocked() (err error) {
 		if c.valid {
 			events, overflow, err := c.watch.Drain()
 			if err == nil && !overflow {
-				return q.applyEvents(events)
+				q.applyEvents(events)
+				return nil
 			}
 			if err != nil {
 				q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
@@ -752,7 +873,8 @@ func (q *Queue) refreshLocked() (err error) {
 			c.valid = false
 			return nil
 		}
-		return q.applyEvents(events)
+		q.applyEvents(events)
+		return nil
 	}
 	t0 := time.Now() // real time: compared with file-system timestamps
 	fi, err := q.fsys.Stat(q.dir)
@@ -766,242 +888,100 @@ func (q *Queue) refreshLocked() (err error) {
 	return q.relistLocked(t0, mtime)
 }
 
-// invalidateLocked makes the next refresh a full relist that rebuilds
-// sorted and the visibility index from index, after an error left them
-// incomplete or out of step with index (a relist that stopped half way has
-// indexed files that sorted lacks).
+// invalidateLocked drops the index, so that the next refresh lists the
+// directory again and builds it anew.
 func (q *Queue) invalidateLocked() {
 	c := &q.list
 	c.valid = false
-	c.sorted, c.shared = nil, false
+	c.idx, c.side = nil, nil
 }
 
-// relistLocked re-reads the directory, reading only files not yet indexed.
+// relistLocked builds the index from a listing of the directory, streamed
+// (never the whole listing in memory) and parsed in place: no message file
+// is opened. The old index is dropped first, so the two never coexist.
 func (q *Queue) relistLocked(t0, mtime time.Time) error {
 	c := &q.list
-	files, err := q.fsys.ReadDirNames(q.dir)
+	c.idx, c.valid, c.side = nil, false, nil
+	var b builder
+	side := map[string]struct{}{}
+	err := vfs.ScanDir(q.fsys, q.dir, func(file []byte) error {
+		if e, ok := entryOfFile(file); ok {
+			b.add(e)
+		} else if isSideFile(file) {
+			side[string(file)] = struct{}{}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
-	seen := make(map[string]struct{}, len(files))
-	// sorted is nil at the first listing and after invalidateLocked.
-	changed := c.sorted == nil
-	var todo []string // message files not indexed yet
-	for _, f := range files {
-		name, ok := nameFromFile(f)
-		if !ok {
-			continue
-		}
-		seen[name] = struct{}{}
-		if _, ok := c.index[name]; ok {
-			continue
-		}
-		if _, ok := c.bad[name]; ok {
-			continue
-		}
-		todo = append(todo, name)
-	}
-	headers := q.readHeaders(todo)
-	for i, name := range todo {
-		added, err := q.addLocked(name, headers[i].e, headers[i].err)
-		if err != nil {
-			return err
-		}
-		changed = changed || added
-	}
-	for name := range c.index {
-		if _, ok := seen[name]; !ok {
-			q.unindexLocked(name)
-			changed = true
-		}
-	}
-	for name := range c.bad {
-		if _, ok := seen[name]; !ok {
-			delete(c.bad, name)
-		}
-	}
-	// Drop cached bodies of vanished messages (also those only ever Get).
-	q.msgs.mu.Lock()
-	for name := range q.msgs.m {
-		if _, ok := seen[name]; !ok {
-			delete(q.msgs.m, name)
-		}
-	}
-	q.msgs.mu.Unlock()
-	if changed {
-		c.sorted = slices.SortedFunc(maps.Values(c.index), compareNames)
-		c.shared = false
-		if c.visOn {
-			q.rebuildVisibleLocked()
-		}
-	}
+	c.idx, c.side = b.finish(), side
 	c.mtime, c.listedAt, c.valid = mtime, t0, true
 	return nil
 }
 
-// indexLocked reads a message header into the index (not into sorted).
-// added is false if the file vanished or is unreadable.
-func (q *Queue) indexLocked(name string) (added bool, err error) {
-	e, err := q.readHeader(name)
-	return q.addLocked(name, e, err)
+// isSideFile reports whether a directory entry is a staged or temporary
+// file.
+func isSideFile[S string | []byte](name S) bool {
+	return hasPrefix(name, stagedPrefix) || hasPrefix(name, vfs.TempPrefix)
 }
 
-// header is the result of reading one message header.
-type header struct {
-	e   Entry
-	err error
+func hasPrefix[S string | []byte](s S, prefix string) bool {
+	return len(s) >= len(prefix) && string(s[:len(prefix)]) == prefix
 }
 
-// readWorkers is how many message files a full listing reads at once: the
-// first listing after Open reads every message (a cold cache waits on the
-// disk; a warm one decodes JSON on every core).
-const readWorkers = 8
-
-// readHeaders reads the headers of names, in parallel when there are many.
-// It touches no index state, so the caller may hold the list lock.
-func (q *Queue) readHeaders(names []string) []header {
-	out := make([]header, len(names))
-	if len(names) < 2*readWorkers {
-		for i, n := range names {
-			out[i].e, out[i].err = q.readHeader(n)
-		}
-		return out
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range readWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(names) {
-					return
-				}
-				out[i].e, out[i].err = q.readHeader(names[i])
-			}
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
-// addLocked puts the result of reading name's header into the index (not
-// into sorted). added is false if the file vanished or is unreadable.
-func (q *Queue) addLocked(name string, e Entry, err error) (added bool, _ error) {
+// sideFiles returns the names of the directory's staged and temporary
+// files: from the index when a directory watch keeps it up to date (no
+// listing; a process that fetches has one), else from a streamed listing
+// of the directory, which does not build the index (a process that only
+// enqueues, or only sweeps, keeps none).
+func (q *Queue) sideFiles() ([]string, error) {
 	c := &q.list
-	if err != nil {
-		if vfs.IsNotExist(err) {
-			return false, nil // deleted since the readdir or the event
-		}
-		if errors.Is(err, errCorrupt) || errors.Is(err, vfs.ErrSymlink) {
-			q.log.Warn("fsqueue: skipping unreadable message file", "dir", q.dir, "name", name, "err", err)
-			c.bad[name] = struct{}{}
-			return false, nil
-		}
-		return false, fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
+	c.mu.Lock()
+	if c.watch != nil && c.valid {
+		err := q.refreshLocked()
+		names := slices.Collect(maps.Keys(c.side))
+		c.mu.Unlock()
+		return names, err
 	}
-	c.index[name] = e
-	if a := q.opts.IndexAttr; a != "" {
-		v := e.Attrs[a]
-		if c.byAttr[v] == nil {
-			c.byAttr[v] = map[string]struct{}{}
+	c.mu.Unlock()
+	var names []string
+	err := vfs.ScanDir(q.fsys, q.dir, func(name []byte) error {
+		if isSideFile(name) {
+			names = append(names, string(name))
 		}
-		c.byAttr[v][name] = struct{}{}
-	}
-	return true, nil
+		return nil
+	})
+	return names, err
 }
 
-// unindexLocked drops name from the index and attribute index (not sorted).
-func (q *Queue) unindexLocked(name string) {
-	c := &q.list
-	e, ok := c.index[name]
-	if !ok {
-		return
-	}
-	delete(c.index, name)
-	if a := q.opts.IndexAttr; a != "" {
-		v := e.Attrs[a]
-		delete(c.byAttr[v], name)
-		if len(c.byAttr[v]) == 0 {
-			delete(c.byAttr, v)
-		}
-	}
-}
-
-// applyEvents applies watched changes incrementally to index and sorted.
-func (q *Queue) applyEvents(events []vfs.DirEvent) error {
-	c := &q.list
+// applyEvents applies watched changes to the index.
+func (q *Queue) applyEvents(events []vfs.DirEvent) {
+	x := q.list.idx
 	for _, ev := range events {
-		name, ok := nameFromFile(ev.Name)
+		if isSideFile(ev.Name) {
+			if ev.Added {
+				q.list.side[ev.Name] = struct{}{}
+			} else {
+				delete(q.list.side, ev.Name)
+			}
+			continue
+		}
+		name, ok := strings.CutSuffix(ev.Name, msgSuffix)
 		if !ok {
 			continue
 		}
-		if !ev.Added {
-			q.removeEntry(name)
-			delete(c.bad, name)
-			q.msgs.mu.Lock()
-			delete(q.msgs.m, name)
-			q.msgs.mu.Unlock()
+		e, ok := parseName(name)
+		if !ok {
 			continue
 		}
-		if _, ok := c.index[name]; ok {
+		if ev.Added {
+			x.insert(e)
 			continue
 		}
-		if _, ok := c.bad[name]; ok {
-			continue
-		}
-		added, err := q.indexLocked(name)
-		if err != nil {
-			return err
-		}
-		if added {
-			q.insertSorted(c.index[name])
-		}
+		x.remove(e)
+		q.msgs.drop(e)
 	}
-	return nil
-}
-
-func (q *Queue) insertSorted(e Entry) {
-	c := &q.list
-	if !insertByName(&c.sorted, &c.shared, e) {
-		return
-	}
-	if c.visOn {
-		q.addVisibleLocked(e)
-	}
-}
-
-// removeEntry drops name from the index and sorted. The caller holds q.list.mu.
-func (q *Queue) removeEntry(name string) {
-	c := &q.list
-	e, ok := c.index[name]
-	if !ok {
-		return
-	}
-	q.unindexLocked(name)
-	removeByName(&c.sorted, &c.shared, name)
-	if c.visOn {
-		q.removeVisibleLocked(e)
-	}
-}
-
-// errCorrupt marks a file that exists but cannot be parsed.
-var errCorrupt = errors.New("corrupt file")
-
-func (q *Queue) readHeader(name string) (Entry, error) {
-	data, err := q.fsys.ReadFile(q.msgPath(name))
-	if err != nil {
-		return Entry{}, err
-	}
-	var h msgHeader
-	if err := json.Unmarshal(data, &h); err != nil {
-		return Entry{}, fmt.Errorf("%w: %w", errCorrupt, err)
-	}
-	if h.Name != name {
-		return Entry{}, fmt.Errorf("%w: name field %q", errCorrupt, h.Name)
-	}
-	return Entry{Name: name, VisibleAtMs: h.VisibleAtMs, EnqueuedAtMs: h.EnqueuedAtMs, Attrs: h.Attrs}, nil
 }
 
 // Close releases the directory watch. The Queue must not be used afterwards.
@@ -1016,15 +996,14 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Invalidate forgets the cached listings, so the next List (and ClaimNext)
-// re-reads the directories. Already parsed message headers are kept: message
-// files are immutable.
+// Invalidate forgets the cached listings, so the next listing (and
+// ClaimNext) re-reads the directories.
 func (q *Queue) Invalidate() {
 	q.list.mu.Lock()
-	q.list.valid = false
+	q.invalidateLocked()
 	q.list.mu.Unlock()
 	q.claims.mu.Lock()
 	q.claims.setValid = false
-	q.claims.entries = nil
+	q.claims.entries.reset()
 	q.claims.mu.Unlock()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,35 +13,24 @@ import (
 	"github.com/durofs/durofs/internal/vfs"
 )
 
-// visibleAt filters a full listing the slow way: the reference ListVisible
-// is checked against.
-func visibleAt(all []fsqueue.Entry, nowMs int64) []string {
-	var out []string
-	for _, e := range all {
-		if e.VisibleAtMs <= nowMs {
-			out = append(out, e.Name)
-		}
-	}
-	return out
-}
-
-// TestListVisible: the cases a fetch meets, each checked against the full
-// listing filtered by visibility.
-func TestListVisible(t *testing.T) {
+// TestVisible: the cases a fetch meets.
+func TestVisible(t *testing.T) {
 	const base = int64(1_000_000)
 	tests := []struct {
 		name  string
 		vis   []int64 // visibility times of the messages, enqueued in order
-		calls []int64 // successive ListVisible times
+		calls []int64 // successive Visible times
 		want  []int   // how many messages (the first k by name) are visible at the last call
 	}{
 		{"empty queue", nil, []int64{base}, nil},
 		{"all visible", []int64{0, base - 5, base}, []int64{base}, []int{0, 1, 2}},
 		{"delayed ahead of visible", []int64{base + 100, base + 50, 0}, []int64{base}, []int{2}},
 		{"becomes due", []int64{base + 100, base + 50, 0}, []int64{base, base + 50}, []int{1, 2}},
-		{"many due at once are merged", []int64{base + 9, base + 8, base + 7, base + 6, base + 5, base + 4, base + 3, base + 2, base + 1, base + 1}, []int64{base, base + 10}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{"many due at once", []int64{base + 9, base + 8, base + 7, base + 6, base + 5, base + 4, base + 3, base + 2, base + 1, base + 1}, []int64{base, base + 10}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
 		{"clock steps back", []int64{base + 100, base + 50, 0}, []int64{base + 60, base}, []int{2}},
 		{"back then forward again", []int64{base + 100, base + 50, 0}, []int64{base + 60, base, base + 200}, []int{0, 1, 2}},
+		{"before the epoch counts as 0", []int64{-5, base + 1}, []int64{0}, []int{0}},
+		{"beyond the last visibility time a name holds", []int64{fsqueue.MaxVisibleAtMs + 10, 0}, []int64{fsqueue.MaxVisibleAtMs}, []int{0, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +43,7 @@ func TestListVisible(t *testing.T) {
 			var got []fsqueue.Entry
 			for _, now := range tt.calls {
 				var err error
-				if got, err = q.ListVisible(now); err != nil {
+				if got, err = listVisible(q, now); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -62,46 +52,40 @@ func TestListVisible(t *testing.T) {
 				want = append(want, names[i])
 			}
 			if !slices.Equal(entryNames(got), want) {
-				t.Fatalf("ListVisible = %v, want %v", entryNames(got), want)
-			}
-			for _, e := range got {
-				if e.Attrs["i"] == "" {
-					t.Fatalf("entry %+v lost its header", e)
-				}
+				t.Fatalf("Visible = %v, want %v", entryNames(got), want)
 			}
 		})
 	}
 }
 
-// TestListVisibleModel drives the index through random enqueues (by this
-// queue and by another one on the same directory, as another process
-// would), deletes, forced re-listings and clock movements (mostly forward,
-// sometimes back), and after every step checks ListVisible against the full
-// listing filtered by visibility, and that no slice handed out earlier has
-// changed since. With and without the directory watch.
-func TestListVisibleModel(t *testing.T) {
+// TestIndexModel drives the index through random enqueues (by this queue
+// and by another one on the same directory, as another process would),
+// deletes, forced re-listings and clock movements (mostly forward,
+// sometimes back), with enough messages to fill, split and merge index
+// blocks, and after every step checks Visible, All and ListRoute against a
+// model of the directory. With and without the directory watch.
+func TestIndexModel(t *testing.T) {
 	for _, fc := range []struct {
-		name string
-		fsys vfs.FS
-	}{{"watch", vfs.OS{}}, {"mtime", struct{ vfs.FS }{vfs.OS{}}}} {
+		name  string
+		fsys  vfs.FS
+		steps int
+	}{{"watch", vfs.NoSync(vfs.OS{}), 5000}, {"mtime", struct{ vfs.FS }{vfs.NoSync(vfs.OS{})}, 1000}} {
 		t.Run(fc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			clk := clock.NewManual(time.UnixMilli(1_000_000))
-			q := openQueue(t, fc.fsys, dir, clk)
-			other := openQueue(t, fc.fsys, dir, clk)
-			defer q.Close()
-			defer other.Close()
+			q := openQueueAttr(t, fc.fsys, dir, clk, "r")
+			other := openQueueAttr(t, fc.fsys, dir, clk, "r")
 			rng := rand.New(rand.NewPCG(1, 2))
 			now := int64(1_000_000)
-			var live []string
-			type handed struct {
-				s     []fsqueue.Entry
-				names []string
+			type msg struct {
+				vis   int64
+				route string
 			}
-			var out []handed
-			for step := range 1500 {
+			live := map[string]msg{}
+			var names []string // the live names, in no order
+			for step := -1200; step < fc.steps; step++ {
 				switch r := rng.IntN(100); {
-				case r < 40:
+				case r < 45 || step < 0:
 					w := q
 					if rng.IntN(3) == 0 {
 						w = other
@@ -110,43 +94,66 @@ func TestListVisibleModel(t *testing.T) {
 					if rng.IntN(10) == 0 {
 						vis = now + 1_000_000 // far future
 					}
-					live = append(live, enqueue(t, w, fsqueue.Message{VisibleAtMs: vis, Payload: json.RawMessage(`{}`)}))
-				case r < 60 && len(live) > 0:
-					i := rng.IntN(len(live))
+					route := strconv.Itoa(rng.IntN(40))
+					name := enqueue(t, w, fsqueue.Message{VisibleAtMs: vis, Attrs: map[string]string{"r": route}, Payload: json.RawMessage(`{}`)})
+					live[name] = msg{vis, route}
+					names = append(names, name)
+				case r < 75 && len(names) > 0:
+					i := rng.IntN(len(names))
 					w := q
 					if rng.IntN(3) == 0 {
 						w = other
 					}
-					if err := w.Delete(live[i]); err != nil {
+					if err := w.Delete(names[i]); err != nil {
 						t.Fatal(err)
 					}
-					live = slices.Delete(live, i, i+1)
-				case r < 63:
+					delete(live, names[i])
+					names[i] = names[len(names)-1]
+					names = names[:len(names)-1]
+				case r < 76:
 					q.Invalidate()
-				case r < 93:
+				case r < 95:
 					now += rng.Int64N(40)
 				default:
 					now -= rng.Int64N(60) // a clock step back
 				}
-				got, err := q.ListVisible(now)
+				want := func(keep func(msg) bool) []string {
+					var out []string
+					for n, m := range live {
+						if keep(m) {
+							out = append(out, n)
+						}
+					}
+					slices.Sort(out)
+					return out
+				}
+				if step < 0 {
+					continue // filling: the checks start with more than a block
+				}
+				got, err := listVisible(q, now)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if w := want(func(m msg) bool { return m.vis <= now }); !slices.Equal(entryNames(got), w) {
+					t.Fatalf("step %d, now %d: Visible = %d entries %v\nwant %d %v", step, now, len(got), entryNames(got), len(w), w)
+				}
+				if step%10 != 0 {
+					continue
 				}
 				all, err := q.List()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := visibleAt(all, now); !slices.Equal(entryNames(got), want) {
-					t.Fatalf("step %d, now %d: ListVisible = %d entries %v\nwant %d %v", step, now, len(got), entryNames(got), len(want), want)
+				if w := want(func(msg) bool { return true }); !slices.Equal(entryNames(all), w) {
+					t.Fatalf("step %d: List = %d entries, want %d", step, len(all), len(w))
 				}
-				out = append(out, handed{got, entryNames(got)})
-				if len(out) > 20 {
-					out = out[1:]
+				route := strconv.Itoa(rng.IntN(40))
+				es, err := q.ListRoute(route)
+				if err != nil {
+					t.Fatal(err)
 				}
-				for i, h := range out {
-					if !slices.Equal(entryNames(h.s), h.names) {
-						t.Fatalf("step %d: a slice handed out %d calls ago changed", step, len(out)-1-i)
-					}
+				if w := want(func(m msg) bool { return m.route == route }); !slices.Equal(entryNames(es), w) {
+					t.Fatalf("step %d: ListRoute(%s) = %v, want %v", step, route, entryNames(es), w)
 				}
 			}
 		})

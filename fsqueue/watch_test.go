@@ -30,7 +30,7 @@ func TestWatchSeesOtherQueuesEnqueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(l) != 1 || l[0].Name != name {
+		if len(l) != 1 || l[0].Name() != name {
 			t.Fatalf("round %d: q2 lists %v, want [%s]", i, l, name)
 		}
 		if err := q1.Delete(name); err != nil {

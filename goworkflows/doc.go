@@ -1,7 +1,7 @@
 // Package goworkflows is a backend for go-workflows
 // (github.com/cschleiden/go-workflows, v1.2.0) that keeps everything in a
 // durofs directory, on durofs's own engine: the same directory layout,
-// write-ahead log, leases, flock fences and ULID queue files as durofs's
+// write-ahead log, leases, flock fences and ULID-named queue files as durofs's
 // orchestrations, with the same crash guarantees in both durability modes
 // (kill -9 of any process at any instant; with provider.Durable also power
 // loss). Several OS processes may run go-workflows workers and clients on
@@ -64,13 +64,13 @@
 //	                                        RemoveWorkflowInstances reclaims it, lock and lease included)
 //	children/<parent key>/<key>             the instance's current execution is a sub-workflow of the
 //	                                        parent instance (durofs's parent -> children index)
-//	queues/gw-workflow-<q>/<ULID>.json      pending events of executions whose queue is q (<q> =
+//	queues/gw-workflow-<q>/<name>.json      pending events of executions whose queue is q (<q> =
 //	                                        names.Encode(q)); attrs: ikey, instance, exec (execution id),
 //	                                        eid (event id), type, seid, timer; visible_at_ms = the event's
 //	                                        VisibleAt for future events, else its enqueue time
-//	queues/gw-activity-<q>/<ULID>.json      activity tasks of queue q; payload {instance, ActivityScheduled
+//	queues/gw-activity-<q>/<name>.json      activity tasks of queue q; payload {instance, ActivityScheduled
 //	                                        event}; attrs: ikey, instance, exec, wq (the workflow queue the
-//	                                        result goes to), eid; claims/<ULID>.json is a task's lock
+//	                                        result goes to), eid; claims/<name>.json is a task's lock
 //
 // Mapping of ids: instance id -> instances/<names.Encode(id)>; execution id
 // -> the execution entry in instance.json, whose n names executions/<n>;

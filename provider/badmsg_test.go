@@ -47,8 +47,9 @@ func TestBadMessageNeverBlocksAQueue(t *testing.T) {
 			if c.queue == "worker" {
 				q = p.workQ
 			}
-			bad := fsqueue.Message{Name: q.NewName(), Attrs: map[string]string{attrInstance: "bad", attrKey: instanceKey("bad")}, Payload: []byte(`{"Bogus":{}}`)}
-			_, err := q.Enqueue(bad)
+			var err error
+			bad := fsqueue.Message{Attrs: map[string]string{attrInstance: "bad", attrKey: instanceKey("bad")}, Payload: []byte(`{"Bogus":{}}`)}
+			bad.Name, err = q.Enqueue(bad)
 			mustNoErr(t, err)
 			mustNoErr(t, c.good(p))
 			var found bool

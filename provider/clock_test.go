@@ -72,7 +72,7 @@ func TestOrchestrationClockSteps(t *testing.T) {
 			t.Fatalf("history has %d events (%v), want %d", len(h), err, events)
 		}
 		var outs []string
-		entries, _ := p.orchQ.List()
+		entries, _ := allQueued(p.orchQ)
 		for _, e := range entries {
 			if e.Attrs[attrInstance] == "other" {
 				m, _ := p.orchQ.Get(e.Name)
@@ -187,7 +187,7 @@ func TestWorkItemClockSteps(t *testing.T) {
 	completions := func(t *testing.T, p *FSProvider) []string {
 		t.Helper()
 		var out []string
-		entries, _ := p.orchQ.List()
+		entries, _ := allQueued(p.orchQ)
 		for _, e := range entries {
 			m, _ := p.orchQ.Get(e.Name)
 			w, _ := UnmarshalWorkItem(m.Payload)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/conformance"
+	"github.com/durofs/durofs/internal/route"
 	"github.com/durofs/durofs/provider"
 )
 
@@ -46,4 +47,16 @@ func TestConformance(t *testing.T) {
 			conformance.Run(t, fsFactory{durability: d})
 		})
 	}
+}
+
+// TestConformanceRouteCollisions runs the conformance catalog with every
+// instance key on one route (fsqueue.RouteOf replaced by a constant): a
+// route only says "maybe this instance", and every reader that acts on an
+// instance's messages - fetches, acks, cancellations, deletions, drains -
+// must check the body's key. (By chance two keys share a route about once
+// in 2^64 pairs.) Not parallel: the hash is process-wide, and no other
+// test's queue may see it change.
+func TestConformanceRouteCollisions(t *testing.T) {
+	defer route.SetForTest(func(string) uint64 { return 42 })()
+	conformance.Run(t, fsFactory{durability: provider.ProcessCrashSafe})
 }

@@ -46,7 +46,7 @@ func MaxAttemptCountForTest(p *FSProvider, instance string) (uint32, error) {
 		return 0, err
 	}
 	st := decodeOrchState(l)
-	entries, err := p.orchQ.List()
+	entries, err := allQueued(p.orchQ)
 	if err != nil {
 		return 0, err
 	}

@@ -173,11 +173,19 @@ type formatFile struct {
 }
 
 // FormatVersion is the on-disk format major version this code reads and
-// writes. Version 2 commits through the write-ahead log (wal/); version 1
-// kept per-instance commit records in commits/ and is refused: finish its
-// work with durofs 0.1 (every process closed, commits/ empty), then move the
-// directory aside and start a new one.
-const FormatVersion = 2
+// writes. Version 3 names queue messages <ULID>.<visible>.<route> (fsqueue
+// version 3), so a queue's index is built from its names alone; version 2
+// (development builds of 0.2.0) named them <ULID>.json and is refused:
+// finish its work with the build that wrote it (queues drained, every
+// process closed), then start a new directory.
+// Version 1 kept per-instance commit records in commits/ and is refused
+// too: finish its work with durofs 0.1 (every process closed, commits/
+// empty), then start a new directory.
+const FormatVersion = 3
+
+// queueVersion is the fsqueue format of the directory's queues
+// (fsqueue.json), checked by fsck.
+const queueVersion = 3
 
 // Open opens (creating if needed) a durofs directory and recovers any commit
 // a dead process left half-applied. Several processes may Open the same
@@ -438,6 +446,9 @@ func checkFormat(data []byte, path string) error {
 	}
 	if f.Version == 1 {
 		return fmt.Errorf("%w: on-disk format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version %d); finish the directory's work with durofs 0.1, then start a new directory", ErrUnsupportedFS, FormatVersion)
+	}
+	if f.Version == 2 {
+		return fmt.Errorf("%w: on-disk format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version %d); finish the directory's work with the build that wrote it (let its queues drain, close every process), then start a new directory", ErrUnsupportedFS, FormatVersion)
 	}
 	if f.Version != FormatVersion {
 		return fmt.Errorf("%w: on-disk format version %d (this build reads version %d)", ErrUnsupportedFS, f.Version, FormatVersion)

@@ -227,18 +227,15 @@ func (p *FSProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, error
 	return m, nil
 }
 
-// GetQueueDepths implements Admin: unlocked messages of each queue.
+// GetQueueDepths implements Admin: unlocked messages of each queue. It reads
+// every orchestrator message's header (which instance's lease may lock it).
 func (p *FSProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
 	const op = "get_queue_depths"
 	var d QueueDepths
-	entries, err := p.orchQ.List()
-	if err != nil {
-		return d, Retryablef(op, err, "%v", err)
-	}
 	nowMs := p.nowMs()
 	locked := map[string]map[string]bool{} // key → batch names under a live lease
-	for _, e := range entries {
-		key := e.Attrs[attrKey]
+	err := eachQueued(p.orchQ, func(m queued) error {
+		key := m.Attrs[attrKey]
 		b, seen := locked[key]
 		if !seen {
 			b = map[string]bool{}
@@ -249,9 +246,13 @@ func (p *FSProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
 			}
 			locked[key] = b
 		}
-		if !b[e.Name] {
+		if !b[m.Name] {
 			d.OrchestratorQueue++
 		}
+		return nil
+	})
+	if err != nil {
+		return d, Retryablef(op, err, "%v", err)
 	}
 	wentries, err := p.workQ.List()
 	if err != nil {
@@ -272,7 +273,7 @@ func (p *FSProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
 		})
 	}
 	for _, e := range wentries {
-		if !claimed[e.Name] {
+		if !claimed[e.Name()] {
 			d.WorkerQueue++
 		}
 	}
@@ -431,25 +432,23 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		}
 	}
 
-	// Counts and the messages to delete.
+	// Counts and the messages to delete: each member's, found by its route.
 	var msgs []queueRef
-	orch, err := p.orchQ.List()
-	if err != nil {
-		return res, false, Retryablef(op, err, "%v", err)
-	}
-	for _, e := range orch {
-		if _, ok := guards[e.Attrs[attrKey]]; ok {
-			msgs = append(msgs, queueRef{Queue: "orchestrator", Name: e.Name})
+	refsOf := map[string][]queueRef{}
+	for _, k := range keys {
+		for _, q := range []struct {
+			name string
+			q    *fsqueue.Queue
+		}{{"orchestrator", p.orchQ}, {"worker", p.workQ}} {
+			qms, err := queuedFor(q.q, k)
+			if err != nil {
+				return res, false, Retryablef(op, err, "%v", err)
+			}
+			for _, m := range qms {
+				refsOf[k] = append(refsOf[k], queueRef{Queue: q.name, Name: m.Name})
+			}
 		}
-	}
-	work, err := p.workQ.List()
-	if err != nil {
-		return res, false, Retryablef(op, err, "%v", err)
-	}
-	for _, e := range work {
-		if _, ok := guards[e.Attrs[attrKey]]; ok {
-			msgs = append(msgs, queueRef{Queue: "worker", Name: e.Name})
-		}
+		msgs = append(msgs, refsOf[k]...)
 	}
 	gwMsgs, err := p.gwDeletionRefs(ctx, keyOf)
 	if err != nil {
@@ -475,7 +474,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	rec := &commitRecord{Kind: kindDelete, CommittedMs: p.nowMs()}
 	gs := make([]*lease.Guard, 0, len(keys))
 	for _, k := range keys {
-		refs := append(refsFor(msgs, k, orch, work), gwMsgs[k]...)
+		refs := append(refsOf[k], gwMsgs[k]...)
 		m := deleteMember{Key: k, Instance: keyOf[k], Delete: refs}
 		if f := files[k]; f != nil && f.Record != nil {
 			m.Parent = f.Record.ParentInstanceID
@@ -518,7 +517,7 @@ func (p *FSProvider) instDirExists(key string) (bool, error) {
 // after it was created after the deletion.
 func (p *FSProvider) instanceAbsent(key string) (bool, error) {
 	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
-		msgs, err := q.ListAttr(key)
+		msgs, err := queuedFor(q, key)
 		if err != nil {
 			return false, err
 		}
@@ -537,24 +536,6 @@ type deleteMember struct {
 	Instance string     `json:"instance"`
 	Parent   *string    `json:"parent,omitempty"`
 	Delete   []queueRef `json:"delete,omitempty"`
-}
-
-// refsFor returns the messages of msgs that belong to instance key k.
-func refsFor(msgs []queueRef, k string, orch, work []fsqueue.Entry) []queueRef {
-	owner := map[string]string{}
-	for _, e := range orch {
-		owner["orchestrator/"+e.Name] = e.Attrs[attrKey]
-	}
-	for _, e := range work {
-		owner["worker/"+e.Name] = e.Attrs[attrKey]
-	}
-	var out []queueRef
-	for _, m := range msgs {
-		if owner[m.Queue+"/"+m.Name] == k {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // applyDeleteMember applies one instance's part of a deletion record under

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/durofs/durofs/fsqueue"
@@ -349,13 +350,15 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		}
 		staged = append(staged, stagedMsg{"orchestrator", m})
 	}
-	for _, s := range staged {
-		m := s.msg
-		data, err := p.queue(s.queue).Encode(&m)
+	for i := range staged {
+		s := &staged[i]
+		// Encode names the message (its name carries its visibility time
+		// and route), so the name is decided here, before the commit point.
+		data, err := p.queue(s.queue).Encode(&s.msg)
 		if err != nil {
 			return nil, nil, Permanentf(op, ErrInvalidWorkItem, "encode message: %v", err)
 		}
-		rec.Publish = append(rec.Publish, queueRef{s.queue, m.Name, data})
+		rec.Publish = append(rec.Publish, queueRef{s.queue, s.msg.Name, data})
 	}
 
 	// Deletes: the fetched batch, then worker items of cancelled activities
@@ -364,14 +367,21 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		rec.Delete = append(rec.Delete, queueRef{Queue: "orchestrator", Name: n})
 	}
 	if len(cancelSet) > 0 {
-		entries, err := p.workQ.List()
-		if err != nil {
-			return nil, nil, Retryablef(op, err, "list worker queue: %v", err)
+		// The cancelled activities' items, found by their instances' routes.
+		keys := map[string]bool{}
+		for id := range cancelSet {
+			keys[instanceKey(id.Instance)] = true
 		}
-		for _, e := range entries {
-			id, ok := workerIdentity(e)
-			if ok && cancelSet[id] {
-				rec.Delete = append(rec.Delete, queueRef{Queue: "worker", Name: e.Name})
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			items, err := queuedFor(p.workQ, k)
+			if err != nil {
+				return nil, nil, Retryablef(op, err, "list worker queue: %v", err)
+			}
+			for _, m := range items {
+				id, ok := workerIdentity(m.Attrs)
+				if ok && cancelSet[id] {
+					rec.Delete = append(rec.Delete, queueRef{Queue: "worker", Name: m.Name})
+				}
 			}
 		}
 	}

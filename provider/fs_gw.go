@@ -30,9 +30,9 @@ package provider
 //	                                    id, epoch = fence, payload = {duroxide's common event fields,
 //	                                    "type":"workflow.<EventType>", "event": <the go-workflows event>}
 //	instances/<key>/executions/<n>/state.json      executionFile (status, times, event count)
-//	queues/gw-workflow-<q>/<ULID>.json  pending events of executions whose queue is q (names.Encode(q)),
+//	queues/gw-workflow-<q>/<name>.json  pending events of executions whose queue is q (names.Encode(q)),
 //	                                    visible_at = the event's VisibleAt (timers) or its enqueue time
-//	queues/gw-activity-<q>/<ULID>.json  activity tasks of queue q; claims/ are their peek-locks
+//	queues/gw-activity-<q>/<name>.json  activity tasks of queue q; claims/ are their peek-locks
 
 import (
 	"context"
@@ -470,7 +470,8 @@ func (p *FSProvider) gwEventMessage(q *fsqueue.Queue, instance, execID string, e
 		attrs[attrTimer] = "1"
 		vis = ev.VisibleAtMs
 	}
-	return fsqueue.Message{Name: q.NewName(), VisibleAtMs: vis, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: ev.Data}
+	// Named by Encode: the name carries vis and the route of attrKey.
+	return fsqueue.Message{VisibleAtMs: vis, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: ev.Data}
 }
 
 // eventOfMessage is the inverse of gwEventMessage.

@@ -63,7 +63,8 @@ func parseGWActToken(tok string) (dir, claim, name string, ok bool) {
 // gwActivityMessage builds the activity task message of a for an execution
 // whose workflow queue is wq.
 func (p *FSProvider) gwActivityMessage(q *fsqueue.Queue, instance, execID, wq string, a WorkflowActivity, nowMs int64, source string) fsqueue.Message {
-	return fsqueue.Message{Name: q.NewName(), VisibleAtMs: nowMs, EnqueuedAtMs: nowMs, Payload: a.Payload, Attrs: map[string]string{
+	// Named by Encode: the name carries the route of attrKey.
+	return fsqueue.Message{VisibleAtMs: nowMs, EnqueuedAtMs: nowMs, Payload: a.Payload, Attrs: map[string]string{
 		attrInstance: instance, attrKey: instanceKey(instance), attrExec: execID, attrWFQueue: wq,
 		attrEventID: a.EventID, attrSource: source,
 	}}

@@ -39,13 +39,13 @@ func (p *FSProvider) gwRemoveFrom(b *gwBuild, execID string) error {
 	if err != nil {
 		return err
 	}
-	entries, err := q.ListAttr(b.key)
+	msgs, err := queuedFor(q, b.key)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if e.Attrs[attrExec] == execID {
-			b.part.Delete = append(b.part.Delete, queueRef{Queue: dir, Name: e.Name})
+	for _, m := range msgs {
+		if m.Attrs[attrExec] == execID {
+			b.part.Delete = append(b.part.Delete, queueRef{Queue: dir, Name: m.Name})
 		}
 	}
 	b.part.RemoveExecs = append(b.part.RemoveExecs, ex.N)
@@ -264,14 +264,17 @@ func (p *FSProvider) WorkflowStats(ctx context.Context) (WorkflowStats, error) {
 		if err != nil {
 			return st, err
 		}
-		entries, err := q.ListVisible(nowMs)
-		if err != nil {
-			return st, err
-		}
 		ready := map[string]bool{}
-		for _, e := range entries {
-			key := e.Attrs[attrKey]
-			if ready[key] || actives[key] == "" || actives[key] != e.Attrs[attrExec] {
+		for e, err := range q.Visible(nowMs) {
+			if err != nil {
+				return st, err
+			}
+			m, ok, err := readQueued(q, e)
+			if err != nil {
+				return st, err
+			}
+			key := m.Attrs[attrKey]
+			if !ok || ready[key] || actives[key] == "" || actives[key] != m.Attrs[attrExec] {
 				continue
 			}
 			l, ok, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
@@ -294,12 +297,12 @@ func (p *FSProvider) WorkflowStats(ctx context.Context) (WorkflowStats, error) {
 		if err != nil {
 			return st, err
 		}
-		entries, err := q.List()
+		n, err := q.Len()
 		if err != nil {
 			return st, err
 		}
-		if len(entries) > 0 {
-			st.ActivityTasks[name] = int64(len(entries))
+		if n > 0 {
+			st.ActivityTasks[name] = int64(n)
 		}
 	}
 	return st, nil
@@ -318,19 +321,17 @@ func (p *FSProvider) FutureWorkflowEvents(ctx context.Context) ([]WorkflowEvent,
 		if err != nil {
 			return nil, err
 		}
-		entries, err := q.List()
+		err = eachQueued(q, func(h queued) error {
+			if h.Attrs[attrTimer] != "1" {
+				return nil
+			}
+			if m, err := q.Get(h.Name); err == nil {
+				out = append(out, eventOfMessage(m))
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, err
-		}
-		for _, e := range entries {
-			if e.Attrs[attrTimer] != "1" {
-				continue
-			}
-			m, err := q.Get(e.Name)
-			if err != nil {
-				continue
-			}
-			out = append(out, eventOfMessage(m))
 		}
 	}
 	return out, nil
@@ -364,18 +365,18 @@ func (p *FSProvider) gwDeletionRefs(ctx context.Context, keys map[string]string)
 				return nil
 			}
 			for key := range keys {
-				entries, err := q.ListAttr(key)
+				msgs, err := queuedFor(q, key)
 				if err != nil {
 					return err
 				}
-				for _, e := range entries {
+				for _, m := range msgs {
 					if activity {
-						err := q.WithClaim(ctx, e.Name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) })
+						err := q.WithClaim(ctx, m.Name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) })
 						if err != nil {
-							return fmt.Errorf("finish the pending completion of activity task %s/%s: %w", dir, e.Name, err)
+							return fmt.Errorf("finish the pending completion of activity task %s/%s: %w", dir, m.Name, err)
 						}
 					}
-					out[key] = append(out[key], queueRef{Queue: dir, Name: e.Name})
+					out[key] = append(out[key], queueRef{Queue: dir, Name: m.Name})
 				}
 			}
 			return nil

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -423,28 +422,30 @@ func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, wor
 }
 
 func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor time.Duration) (*WorkflowTask, error) {
-	type cand struct{ name, key, dir string }
-	var cands []cand
-	now := p.nowMs()
+	type cand struct{ key, dir string }
+	var qs []namedQueue
 	for _, qn := range queues {
 		dir := gwWorkflowQueue(qn)
 		q, err := p.gwQueue(dir)
 		if err != nil {
 			return nil, err
 		}
-		entries, err := q.ListVisible(now)
-		if err != nil {
-			return nil, fmt.Errorf("durofs: list workflow queue %q: %w", qn, err)
-		}
-		for _, e := range entries {
-			cands = append(cands, cand{e.Name, e.Attrs[attrKey], dir})
-		}
+		qs = append(qs, namedQueue{dir, q})
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].name < cands[j].name })
 	tried := map[string]bool{}
 	var busy []cand
-	for _, c := range cands {
-		if c.key == "" || tried[c.key+"/"+c.dir] {
+	// The visible events of every queue, oldest first; which instance one
+	// is for is in its body (read through the queue's cache).
+	for v, err := range visibleMerged(qs, p.nowMs()) {
+		if err != nil {
+			return nil, fmt.Errorf("durofs: list workflow queue %s: %w", v.dir, err)
+		}
+		m, ok, err := readQueued(v.q, v.e)
+		if err != nil {
+			return nil, fmt.Errorf("durofs: read workflow event %s/%s: %w", v.dir, v.e.Name(), err)
+		}
+		c := cand{m.Attrs[attrKey], v.dir}
+		if !ok || c.key == "" || tried[c.key+"/"+c.dir] {
 			continue
 		}
 		tried[c.key+"/"+c.dir] = true
@@ -537,24 +538,24 @@ func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir
 	if err != nil {
 		return nil, err
 	}
-	entries, err := q.ListAttr(key)
+	msgs, err := queuedFor(q, key)
 	if err != nil {
 		return nil, err
 	}
 	act := inf.active()
 	var batch []string
-	for _, e := range entries {
-		if act == nil || e.Attrs[attrExec] != act.ID {
+	for _, m := range msgs {
+		if act == nil || m.Attrs[attrExec] != act.ID {
 			// For an execution that is gone or no longer active: nothing
 			// will ever consume it. (Every message of an execution is
 			// published with or after the execution's record.)
-			if err := q.Delete(e.Name); err != nil {
-				p.log.Warn("durofs: delete stale workflow event", "queue", dir, "message", e.Name, "err", err)
+			if err := q.Delete(m.Name); err != nil {
+				p.log.Warn("durofs: delete stale workflow event", "queue", dir, "message", m.Name, "err", err)
 			}
 			continue
 		}
-		if e.VisibleAtMs <= nowMs {
-			batch = append(batch, e.Name)
+		if m.Entry.VisibleAtMs <= nowMs {
+			batch = append(batch, m.Name)
 		}
 	}
 	if len(batch) == 0 || gwWorkflowQueue(act.Queue) != dir {
@@ -704,7 +705,7 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 	self := *ex // ex points into own.inf, which later appends may move
 
 	// Consumed, cancelled and stale pending events.
-	entries, err := ownQ.ListAttr(key)
+	msgs, err := queuedFor(ownQ, key)
 	if err != nil {
 		return err
 	}
@@ -720,15 +721,15 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 	for _, name := range decodeOrchState(cur).Batch {
 		batch[name] = true
 	}
-	for _, e := range entries {
-		if e.Attrs[attrExec] != self.ID {
+	for _, m := range msgs {
+		if m.Attrs[attrExec] != self.ID {
 			continue
 		}
 		drop := !active ||
-			(batch[e.Name] && executed[e.Attrs[attrEventID]]) ||
-			(e.Attrs[attrTimer] == "1" && canceled[e.Attrs[attrSchedule]])
+			(batch[m.Name] && executed[m.Attrs[attrEventID]]) ||
+			(m.Attrs[attrTimer] == "1" && canceled[m.Attrs[attrSchedule]])
 		if drop {
-			pt.Delete = append(pt.Delete, queueRef{Queue: ownDir, Name: e.Name})
+			pt.Delete = append(pt.Delete, queueRef{Queue: ownDir, Name: m.Name})
 		}
 	}
 

@@ -199,7 +199,7 @@ func visibleState(t *testing.T, p *FSProvider, f *faultFS, insts ...string) stri
 		entries, err := p.queue(q).List()
 		var names []string
 		for _, e := range entries {
-			names = append(names, e.Name)
+			names = append(names, e.Name())
 		}
 		fmt.Fprintf(&b, "%s queue: %v %v\n", q, names, err)
 		claims, err := p.queue(q).Claims()
@@ -317,14 +317,14 @@ func wantOrchAcked(t *testing.T, p *FSProvider) {
 		t.Errorf("instance.json of io = %+v, %v; want 2 events", inf, err)
 	}
 	var insts []string
-	orch, _ := p.orchQ.List()
+	orch, _ := allQueued(p.orchQ)
 	for _, e := range orch {
 		insts = append(insts, e.Attrs[attrInstance])
 	}
 	if fmt.Sprint(insts) != "[other]" {
 		t.Errorf("orchestrator queue holds messages for %v, want only the outbound one (for other)", insts)
 	}
-	if work, _ := p.workQ.List(); len(work) != 1 || work[0].Attrs[attrInstance] != "io" {
+	if work, _ := allQueued(p.workQ); len(work) != 1 || work[0].Attrs[attrInstance] != "io" {
 		t.Errorf("worker queue = %+v, want the activity once", work)
 	}
 	if m := leaseMark(t, p, "io"); m != nil {
@@ -393,7 +393,7 @@ func workAck(ctx context.Context, token string, id uint64) func(p *FSProvider) e
 func wantWorkAcked(t *testing.T, p *FSProvider, ids ...uint64) {
 	t.Helper()
 	var got []string
-	orch, _ := p.orchQ.List()
+	orch, _ := allQueued(p.orchQ)
 	for _, e := range orch {
 		m, err := p.orchQ.Get(e.Name)
 		mustNoErr(t, err)
@@ -478,7 +478,7 @@ func TestAckSyncFailurePoisons(t *testing.T) {
 					want = append(want, "out-"+tr.inst)
 				}
 				var got []string
-				orch, _ := p.orchQ.List()
+				orch, _ := allQueued(p.orchQ)
 				for _, e := range orch {
 					got = append(got, e.Attrs[attrInstance])
 				}

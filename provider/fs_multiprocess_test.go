@@ -119,7 +119,7 @@ func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 		if it == nil {
 			// Diagnostics for a test that expected work: what this process
 			// sees right now.
-			all, _ := p.orchQ.List()
+			all, _ := allQueued(p.orchQ)
 			var diag string
 			for _, e := range all {
 				key := e.Attrs[attrKey]
@@ -175,7 +175,7 @@ func runHelperCmd(ctx context.Context, p *FSProvider, c helperCmd) helperReply {
 	case "debug": // the helper's own view of an instance (diagnostics)
 		key := instanceKey(c.Instance)
 		all, _ := p.orchQ.List()
-		mine, _ := p.orchQ.ListAttr(key)
+		mine, _ := queuedFor(p.orchQ, key)
 		g, ok, err := p.leases.TryLock(p.lockPath(key), p.leasePath(key))
 		if ok {
 			g.Unlock()
@@ -494,7 +494,7 @@ func TestMultiprocess(t *testing.T) {
 			}
 			// Every completion is in the orchestrator queue exactly once.
 			depth := 0
-			entries, _ := p.orchQ.List()
+			entries, _ := allQueued(p.orchQ)
 			for _, e := range entries {
 				if e.Attrs[attrKind] == "ActivityCompleted" {
 					depth++

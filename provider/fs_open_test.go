@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// TestOpenFormat: Open creates FORMAT (version 2) in a fresh directory and
+// TestOpenFormat: Open creates FORMAT (version 3) in a fresh directory and
 // reopens a current one; it refuses, with an error wrapping
-// ErrUnsupportedFS, a FORMAT of version 1 (saying what to do with it), of a
+// ErrUnsupportedFS, a FORMAT of version 1 or 2 (saying what to do), of a
 // future version or of another kind, and creates nothing in a directory it
 // refuses.
 func TestOpenFormat(t *testing.T) {
@@ -20,9 +20,10 @@ func TestOpenFormat(t *testing.T) {
 		wantErr string // "" = Open succeeds; else a part of the error
 	}{
 		{"fresh directory", "", ""},
-		{"current version", `{"format":"durofs","version":2}`, ""},
-		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 2); finish the directory's work with durofs 0.1"},
-		{"future major version", `{"format":"durofs","version":3}`, "format version 3 (this build reads version 2)"},
+		{"current version", `{"format":"durofs","version":3}`, ""},
+		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 3); finish the directory's work with durofs 0.1"},
+		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 3); finish the directory's work with the build that wrote it"},
+		{"future major version", `{"format":"durofs","version":4}`, "format version 4 (this build reads version 3)"},
 		{"not durofs", `{"format":"other","version":2}`, "is not a durofs FORMAT file"},
 		{"garbage", `not json`, "is not a durofs FORMAT file"},
 	}
@@ -56,8 +57,8 @@ func TestOpenFormat(t *testing.T) {
 			}
 			p.Close()
 			data, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
-			if err != nil || (c.format != "" && string(data) != c.format) || !strings.Contains(string(data), `"version":2`) {
-				t.Fatalf("FORMAT = %q, %v; want version 2", data, err)
+			if err != nil || (c.format != "" && string(data) != c.format) || !strings.Contains(string(data), `"version":3`) {
+				t.Fatalf("FORMAT = %q, %v; want version 3", data, err)
 			}
 			// Reopening works and keeps the FORMAT file.
 			p2, err := Open(dir, Options{SweepInterval: -1})

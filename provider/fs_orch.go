@@ -101,7 +101,9 @@ func (p *FSProvider) orchMessage(item WorkItem, visibleAtMs, nowMs int64, source
 	if source != "" {
 		attrs[attrSource] = source
 	}
-	return fsqueue.Message{Name: p.orchQ.NewName(), VisibleAtMs: visibleAtMs, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: payload}, nil
+	// The queue names it (Encode, Enqueue): the name carries visibleAtMs and
+	// the route of attrKey.
+	return fsqueue.Message{VisibleAtMs: visibleAtMs, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: payload}, nil
 }
 
 // EnqueueForOrchestrator implements Provider. The message is published with
@@ -161,34 +163,43 @@ func (p *FSProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, po
 // message first, and locks the first instance it can.
 func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
-	// Only messages visible by their header are candidates: an abandon may
+	// Only messages visible by their name are candidates: an abandon may
 	// delay a message further (lease state), never make it visible earlier.
-	// The queue's visibility index keeps not-yet-due messages (timers) out
-	// of this walk, so its cost does not grow with them.
-	entries, err := p.orchQ.ListVisible(p.nowMs())
-	if err != nil {
-		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
-	}
+	// The queue's index skips not-yet-due messages (timers) block by block,
+	// so the cost of this walk does not grow with them. Which instance a
+	// message is for is in its body: read through the queue's cache for
+	// each message the walk meets (usually the first one).
 	tried := map[string]bool{}
-	var busy []fsqueue.Entry // instances whose flock was held when tried
+	var busy []queued // instances whose flock was held when tried
 	// failed is the first instance's error: returned only if no other
 	// instance can be served (one failing instance never blocks the queue).
 	var failed error
-	for _, e := range entries {
-		key := e.Attrs[attrKey]
-		if key == "" || tried[key] {
-			continue
+	for e, err := range p.orchQ.Visible(p.nowMs()) {
+		if err != nil {
+			return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
 		}
-		tried[key] = true
 		if err := ctx.Err(); err != nil {
 			return nil, Retryablef(op, err, "%v", err)
 		}
+		m, ok, err := readQueued(p.orchQ, e)
+		if err != nil {
+			if failed == nil {
+				failed = Retryablef(op, err, "read orchestrator message %s: %v", e.Name(), err)
+			}
+			continue
+		}
+		key := m.Attrs[attrKey]
+		if !ok || key == "" || tried[key] {
+			continue
+		}
+		tried[key] = true
+		instance := m.Attrs[attrInstance]
 		// The capability filter is applied before locking (and before any
 		// history is read), on the current execution's pinned version.
 		if filter != nil {
 			ok, err := p.filterAllows(key, filter)
 			if err != nil {
-				p.log.Warn("durofs: capability filter check failed", "instance", e.Attrs[attrInstance], "err", err)
+				p.log.Warn("durofs: capability filter check failed", "instance", instance, "err", err)
 				continue
 			}
 			if !ok {
@@ -211,23 +222,23 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		}
 		if err != nil {
 			if unusableInstance(err) {
-				p.warnUnusable(key, e.Attrs[attrInstance], err)
+				p.warnUnusable(key, instance, err)
 				continue // one damaged instance never blocks the queue
 			}
 			if failed == nil {
-				failed = Retryablef(op, err, "lock instance %q: %v", e.Attrs[attrInstance], err)
+				failed = Retryablef(op, err, "lock instance %q: %v", instance, err)
 			}
 			continue
 		}
 		if !ok {
-			busy = append(busy, e) // another fetch, ack or cleanup is inside it right now
+			busy = append(busy, m) // another fetch, ack or cleanup is inside it right now
 			continue
 		}
-		item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
+		item, err := p.fetchLocked(ctx, g, key, instance, lockTimeout, filter)
 		g.Unlock()
 		if err != nil {
 			if unusableInstance(err) {
-				p.warnUnusable(key, e.Attrs[attrInstance], err)
+				p.warnUnusable(key, instance, err)
 				continue
 			}
 			if isStuck(err) {
@@ -267,7 +278,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 // read without a lock (published messages never change); the fetch that
 // follows decides again under the flock.
 func (p *FSProvider) mayStart(key string) (bool, error) {
-	entries, err := p.orchQ.ListAttr(key)
+	entries, err := p.orchQ.ListRoute(key)
 	if err != nil {
 		return false, err
 	}
@@ -277,12 +288,15 @@ func (p *FSProvider) mayStart(key string) (bool, error) {
 		if e.VisibleAtMs > nowMs {
 			continue
 		}
-		m, err := p.orchQ.Get(e.Name)
-		if errors.Is(err, fsqueue.ErrNotFound) {
-			continue
+		m, err := p.orchQ.Get(e.Name())
+		if errors.Is(err, fsqueue.ErrNotFound) || errors.Is(err, fsqueue.ErrCorrupt) {
+			continue // consumed meanwhile; or damaged (the fetch under the flock decides)
 		}
 		if err != nil {
 			return false, err
+		}
+		if m.Attrs[attrKey] != key {
+			continue // another instance's, whose key has the same route
 		}
 		w, err := UnmarshalWorkItem(m.Payload)
 		if err != nil {
@@ -308,10 +322,10 @@ const busyWait = 20 * time.Millisecond
 // for a busy instance's flock.
 var testHookBusyWait func(key string)
 
-// fetchBusy waits up to wait for e's instance flock and fetches it.
-func (p *FSProvider) fetchBusy(ctx context.Context, e fsqueue.Entry, wait, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
+// fetchBusy waits up to wait for m's instance flock and fetches it.
+func (p *FSProvider) fetchBusy(ctx context.Context, m queued, wait, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
-	key := e.Attrs[attrKey]
+	key := m.Attrs[attrKey]
 	if testHookBusyWait != nil {
 		testHookBusyWait(key)
 	}
@@ -325,7 +339,7 @@ func (p *FSProvider) fetchBusy(ctx context.Context, e fsqueue.Entry, wait, lockT
 		return nil, nil // still busy, or unusable (reported on the first try)
 	}
 	defer g.Unlock()
-	item, err := p.fetchLocked(ctx, g, key, e.Attrs[attrInstance], lockTimeout, filter)
+	item, err := p.fetchLocked(ctx, g, key, m.Attrs[attrInstance], lockTimeout, filter)
 	if err != nil && (unusableInstance(err) || isStuck(err)) {
 		return nil, nil
 	}
@@ -387,20 +401,24 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 	}
 	st := decodeOrchState(cur)
 
-	entries, err := p.orchQ.ListAttr(key)
+	// The instance's messages: its route's (exists: names the lease state
+	// may keep, a colliding instance's included, which is harmless), of
+	// which the visible ones whose body names this instance form the batch.
+	entries, err := p.orchQ.ListRoute(key)
 	if err != nil {
 		return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
 	}
 	exists := map[string]bool{}
 	var batch []string
 	for _, e := range entries {
-		exists[e.Name] = true
+		name := e.Name()
+		exists[name] = true
 		vis := e.VisibleAtMs
-		if d, ok := st.Delayed[e.Name]; ok && d > vis {
+		if d, ok := st.Delayed[name]; ok && d > vis {
 			vis = d
 		}
 		if vis <= nowMs {
-			batch = append(batch, e.Name)
+			batch = append(batch, name)
 		}
 	}
 	if len(batch) == 0 {
@@ -411,10 +429,13 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 	for _, name := range batch {
 		m, err := p.orchQ.Get(name)
 		if err != nil {
-			if errors.Is(err, fsqueue.ErrNotFound) {
-				continue // consumed meanwhile by a redo
+			if errors.Is(err, fsqueue.ErrNotFound) || errors.Is(err, fsqueue.ErrCorrupt) {
+				continue // consumed meanwhile by a redo; or a damaged file (fsck reports it)
 			}
 			return nil, Retryablef(op, err, "read message %s: %v", name, err)
+		}
+		if m.Attrs[attrKey] != key {
+			continue // another instance's, whose key has the same route
 		}
 		w, err := UnmarshalWorkItem(m.Payload)
 		if err != nil {
@@ -688,9 +709,12 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 	}
 	nowMs := g.Now().UnixMilli()
 	st := decodeOrchState(cur)
+	// The route's messages, unchecked: a colliding instance's names in this
+	// instance's lease state are never in its batch (fetchLocked checks
+	// the bodies) and go when they do.
 	var entries []fsqueue.Entry
 	if delay > 0 || ignoreAttempt {
-		if entries, err = p.orchQ.ListAttr(key); err != nil {
+		if entries, err = p.orchQ.ListRoute(key); err != nil {
 			return Retryablef(op, err, "list orchestrator queue: %v", err)
 		}
 	}
@@ -703,15 +727,15 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 			st.Delayed[n] = max(st.Delayed[n], until)
 		}
 		for _, e := range entries {
-			if max(e.VisibleAtMs, st.Delayed[e.Name]) <= nowMs {
-				st.Delayed[e.Name] = until
+			if name := e.Name(); max(e.VisibleAtMs, st.Delayed[name]) <= nowMs {
+				st.Delayed[name] = until
 			}
 		}
 	}
 	if ignoreAttempt {
 		for _, e := range entries {
-			if st.Attempts[e.Name] > 0 {
-				st.Attempts[e.Name]--
+			if name := e.Name(); st.Attempts[name] > 0 {
+				st.Attempts[name]--
 			}
 		}
 	}

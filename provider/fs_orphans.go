@@ -18,7 +18,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -28,23 +27,24 @@ import (
 func startKind(kind string) bool { return kind == "StartOrchestration" || kind == "ContinueAsNew" }
 
 // orphanCandidates groups the orchestrator queue's messages by instance key
-// and keeps the keys without a queued start.
-func (p *FSProvider) orphanCandidates() (map[string][]fsqueue.Entry, error) {
-	entries, err := p.orchQ.List()
-	if err != nil {
-		return nil, err
-	}
-	byKey := map[string][]fsqueue.Entry{}
+// and keeps the keys without a queued start. It reads every message's
+// header.
+func (p *FSProvider) orphanCandidates() (map[string][]queued, error) {
+	byKey := map[string][]queued{}
 	started := map[string]bool{}
-	for _, e := range entries {
-		key := e.Attrs[attrKey]
+	err := eachQueued(p.orchQ, func(m queued) error {
+		key := m.Attrs[attrKey]
 		if key == "" {
-			continue
+			return nil
 		}
-		if startKind(e.Attrs[attrKind]) {
+		if startKind(m.Attrs[attrKind]) {
 			started[key] = true
 		}
-		byKey[key] = append(byKey[key], e)
+		byKey[key] = append(byKey[key], m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for k := range started {
 		delete(byKey, k)
@@ -165,21 +165,21 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 		if err != nil {
 			return nil, Retryablef(op, err, "%v", err)
 		}
-		entries, err := p.orchQ.ListAttr(k)
+		msgs, err := queuedFor(p.orchQ, k)
 		if err != nil {
 			return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
 		}
 		m := deleteMember{Key: k, Instance: instanceIDOf(k)}
-		for _, e := range entries {
-			if startKind(e.Attrs[attrKind]) {
+		for _, q := range msgs {
+			if startKind(q.Attrs[attrKind]) {
 				ok = false
 			}
 		}
-		for _, e := range entries {
-			if ok && e.EnqueuedAtMs <= cutoff {
-				m.Delete = append(m.Delete, queueRef{Queue: "orchestrator", Name: e.Name})
-				m.Instance = e.Attrs[attrInstance]
-				drained = append(drained, queuedMessage("orchestrator", e))
+		for _, q := range msgs {
+			if ok && q.EnqueuedAtMs <= cutoff {
+				m.Delete = append(m.Delete, queueRef{Queue: "orchestrator", Name: q.Name})
+				m.Instance = q.Attrs[attrInstance]
+				drained = append(drained, queuedMessage("orchestrator", q))
 			}
 		}
 		if len(m.Delete) > 0 {

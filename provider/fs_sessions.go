@@ -173,15 +173,28 @@ func (p *FSProvider) RenewSessionLock(ctx context.Context, ownerIDs []string, ex
 // reference.
 func (p *FSProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
 	const op = "cleanup_orphaned_sessions"
-	entries, err := p.workQ.List()
+	// Which sessions worker items reference is in the items' bodies: read
+	// them only if some session has expired (usually none has).
+	expired := false
+	err := p.eachSession(ctx, func(g *lease.Guard, cur lease.Lease, _ sessionData, _ string) error {
+		expired = expired || cur.ExpiresAtMs < g.Now().UnixMilli()
+		return nil
+	})
 	if err != nil {
-		return 0, Retryablef(op, err, "list worker queue: %v", err)
+		return 0, Retryablef(op, err, "%v", err)
+	}
+	if !expired {
+		return 0, nil
 	}
 	referenced := map[string]bool{}
-	for _, e := range entries {
-		if s, ok := e.Attrs[attrSession]; ok {
+	err = eachQueued(p.workQ, func(m queued) error {
+		if s, ok := m.Attrs[attrSession]; ok {
 			referenced[s] = true
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, Retryablef(op, err, "list worker queue: %v", err)
 	}
 	n := 0
 	err = p.eachSession(ctx, func(g *lease.Guard, cur lease.Lease, d sessionData, leasePath string) error {

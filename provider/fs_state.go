@@ -245,7 +245,7 @@ func (p *FSProvider) orchTokenInstance(op, tok, msg string) (key, leaseToken str
 func workToken(claimToken string) string { return workTokenPrefix + claimToken }
 
 // parseWorkToken returns a work-item token's claim token; ok is false unless
-// it is one fsqueue issues (a canonical ULID message name, ".", a canonical,
+// it is one fsqueue issues (a message name, ".", a canonical,
 // non-nil UUID).
 func parseWorkToken(tok string) (string, bool) {
 	ct, ok := strings.CutPrefix(tok, workTokenPrefix)

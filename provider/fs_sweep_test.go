@@ -18,19 +18,21 @@ func TestSweepStaged(t *testing.T) {
 		t.Helper()
 		m, err := p.orchMessage(ExternalRaised{Instance: "committed", Name: "e", Data: src}, p.nowMs(), p.nowMs(), src)
 		mustNoErr(t, err)
+		m = named(p.orchQ, m)
 		mustNoErr(t, p.orchQ.Stage(m))
 		return m.Name
 	}
-	orphanInst := stage(instanceKey("aborted"))   // its writer died before the commit point
-	orphanWork := stage("w:" + p.workQ.NewName()) // a work ack that never committed
-	orphanNone := stage("")                       // no source at all
-	live := stage(instanceKey("committed"))       // named by a logged record its lease marks pending
+	orphanInst := stage(instanceKey("aborted"))        // its writer died before the commit point
+	orphanWork := stage("w:" + p.workQ.NewName(0, "")) // a work ack that never committed
+	orphanNone := stage("")                            // no source at all
+	live := stage(instanceKey("committed"))            // named by a logged record its lease marks pending
 	// A staged file cut short by a crash while it was written under its
 	// staged name (an ack stages in place, unsynced: fsqueue.StageData):
 	// its writer died before its commit point, so it is an orphan too.
-	torn := p.orchQ.NewName()
 	full, err := p.orchMessage(ExternalRaised{Instance: "committed", Name: "e", Data: "x"}, p.nowMs(), p.nowMs(), instanceKey("committed"))
 	mustNoErr(t, err)
+	full = named(p.orchQ, full)
+	torn := named(p.orchQ, full).Name
 	mustNoErr(t, p.orchQ.StageDeferred(full))
 	whole, err := p.fs.ReadFile(filepath.Join(p.dir, "queues", "orchestrator", ".staged-"+full.Name+".json"))
 	mustNoErr(t, err)

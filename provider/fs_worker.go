@@ -17,8 +17,11 @@ import (
 )
 
 // workerMessage builds the queue message for an ActivityExecute. Its
-// identity (instance, execution, activity id), session and tag are attributes
-// so cancellation, deletion and tag/session filtering never open the file.
+// identity (instance, execution, activity id), session and tag are
+// attributes, so cancellation, deletion and tag/session filtering read the
+// message's header, never decode its work item; its name carries the route
+// of its instance (attrKey), so an instance's items are found without a
+// scan of the queue.
 func (p *FSProvider) workerMessage(ae ActivityExecute, nowMs int64, source string) (fsqueue.Message, error) {
 	payload, err := MarshalWorkItem(ae)
 	if err != nil {
@@ -37,17 +40,17 @@ func (p *FSProvider) workerMessage(ae ActivityExecute, nowMs int64, source strin
 	if source != "" {
 		attrs[attrSource] = source
 	}
-	return fsqueue.Message{Name: p.workQ.NewName(), VisibleAtMs: nowMs, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: payload}, nil
+	return fsqueue.Message{VisibleAtMs: nowMs, EnqueuedAtMs: nowMs, Attrs: attrs, Payload: payload}, nil
 }
 
 // workerIdentity reads a worker message's activity identity from its attributes.
-func workerIdentity(e fsqueue.Entry) (ScheduledActivityIdentifier, bool) {
-	exec, err1 := strconv.ParseUint(e.Attrs[attrExec], 10, 64)
-	act, err2 := strconv.ParseUint(e.Attrs[attrActivity], 10, 64)
+func workerIdentity(attrs map[string]string) (ScheduledActivityIdentifier, bool) {
+	exec, err1 := strconv.ParseUint(attrs[attrExec], 10, 64)
+	act, err2 := strconv.ParseUint(attrs[attrActivity], 10, 64)
 	if err1 != nil || err2 != nil {
 		return ScheduledActivityIdentifier{}, false
 	}
-	return ScheduledActivityIdentifier{Instance: e.Attrs[attrInstance], ExecutionID: exec, ActivityID: act}, true
+	return ScheduledActivityIdentifier{Instance: attrs[attrInstance], ExecutionID: exec, ActivityID: act}, true
 }
 
 // EnqueueForWorker implements Provider with one durable create-exclusive.
@@ -102,15 +105,22 @@ func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration
 	const op = "fetch_work_item"
 	for {
 		sessions := map[string]bool{} // session id → claimable by this caller, memoized per pass
+		// The tag and session are in the item's body: read (through the
+		// queue's cache) for each candidate the claim meets, before and
+		// again under its lock; a damaged or vanished item is not eligible.
 		eligible := func(e fsqueue.Entry, _ *fsqueue.Claim) bool {
+			h, err := p.workQ.HeaderOf(e)
+			if err != nil {
+				return false
+			}
 			var tag *string
-			if t, ok := e.Attrs[attrTag]; ok {
+			if t, ok := h.Attrs[attrTag]; ok {
 				tag = &t
 			}
 			if !tagFilter.Matches(tag) {
 				return false
 			}
-			sid, hasSession := e.Attrs[attrSession]
+			sid, hasSession := h.Attrs[attrSession]
 			if !hasSession {
 				return true
 			}

@@ -388,8 +388,9 @@ func checkLayout(dir string, popts Options, rep *FsckReport) (ok bool, err error
 		rel := filepath.Join("queues", q, "fsqueue.json")
 		data, err := fsys.ReadFile(filepath.Join(dir, rel))
 		var cfg struct {
-			Format  string `json:"format"`
-			Version int    `json:"version"`
+			Format    string `json:"format"`
+			Version   int    `json:"version"`
+			IndexAttr string `json:"index_attr"`
 		}
 		detail := ""
 		switch {
@@ -397,12 +398,14 @@ func checkLayout(dir string, popts Options, rep *FsckReport) (ok bool, err error
 			detail = fmt.Sprintf("cannot read the queue configuration: %v", err)
 		case json.Unmarshal(data, &cfg) != nil:
 			detail = "the queue configuration cannot be parsed"
-		case cfg.Format != "fsqueue" || cfg.Version != 2:
-			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d (this build reads version 2)", cfg.Format, cfg.Version)
+		case cfg.Format != "fsqueue" || cfg.Version != queueVersion:
+			detail = fmt.Sprintf("unsupported queue configuration: format %q, version %d (this build reads version %d)", cfg.Format, cfg.Version, queueVersion)
+		case cfg.IndexAttr != attrKey:
+			detail = fmt.Sprintf("the queue routes messages by attribute %q, not %q", cfg.IndexAttr, attrKey)
 		}
 		if detail != "" {
 			f := FsckFinding{Kind: FsckFormat, Severity: SeverityError, Path: rel, Detail: detail,
-				Action: "not repairable: processes of another queue version would not respect this build's claim locks"}
+				Action: "not repairable: processes of another queue version would not respect this build's claim locks or find its messages"}
 			if err != nil && !vfs.IsNotExist(err) {
 				f.Kind, f.Action = FsckIOError, ioAction(err)
 			}
@@ -1276,28 +1279,16 @@ func (r *fsckRun) scanQueue(ctx context.Context, qname string, q *fsqueue.Queue)
 	return nil
 }
 
-// validMessageName reports whether s is a canonical ULID (a message name).
-func validMessageName(s string) bool {
-	if len(s) != 26 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z') || c == 'I' || c == 'L' || c == 'O' || c == 'U' {
-			return false
-		}
-	}
-	return s[0] <= '7'
-}
+// validMessageName reports whether s is a message name
+// (<ULID>.<visible>.<route>: fsqueue, name.go).
+func validMessageName(s string) bool { return fsqueue.ValidName(s) }
 
-// parseMessage parses a message file and its work item.
-func parseMessage(data []byte, name string) (fsqueue.Message, WorkItem, error) {
-	var m fsqueue.Message
-	if err := json.Unmarshal(data, &m); err != nil {
+// parseMessage parses a message file of q and its work item; a body that
+// does not match its name (name field, visibility time, route) is refused.
+func parseMessage(q *fsqueue.Queue, data []byte, name string) (fsqueue.Message, WorkItem, error) {
+	m, err := q.Decode(name, data)
+	if err != nil {
 		return m, nil, err
-	}
-	if m.Name != name {
-		return m, nil, fmt.Errorf("the file names message %q", m.Name)
 	}
 	w, err := UnmarshalWorkItem(m.Payload)
 	if err != nil {
@@ -1318,7 +1309,7 @@ func (r *fsckRun) checkMessage(ctx context.Context, qname string, q *fsqueue.Que
 		return
 	}
 	r.checked.Messages++
-	key, msg, err := parseQueued(qname, data, name)
+	key, msg, err := parseQueued(q, qname, data, name)
 	if err == nil {
 		r.msgs[key] = append(r.msgs[key], msg)
 		return
@@ -1330,8 +1321,9 @@ func (r *fsckRun) checkMessage(ctx context.Context, qname string, q *fsqueue.Que
 	}
 	reason := fmt.Sprintf("unusable %s message: %v", qname, err)
 	if !claimedQueue(qname) {
-		// Never in a batch (no fetch can index it), and only an instance's
-		// commit deletes orchestrator messages: nobody else touches it.
+		// Never in a batch (a fetch skips a message it cannot read), and
+		// only an instance's commit deletes orchestrator messages: nobody
+		// else touches it.
 		dest, err := r.quarantineFile(path, reason)
 		r.fixed(f, err, "moved to "+dest)
 		return

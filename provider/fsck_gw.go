@@ -57,11 +57,11 @@ func claimedQueue(qname string) bool {
 
 // parseQueued parses a published message of queue qname: the instance key
 // it belongs to and what the unknown-instance check needs.
-func parseQueued(qname string, data []byte, name string) (string, fsckMsg, error) {
+func parseQueued(q *fsqueue.Queue, qname string, data []byte, name string) (string, fsckMsg, error) {
 	if _, activity, gw := gwQueueName(qname); gw {
-		return parseGWMessage(activity, data, name, qname)
+		return parseGWMessage(q, activity, data, name, qname)
 	}
-	m, w, err := parseMessage(data, name)
+	m, w, err := parseMessage(q, data, name)
 	if err != nil {
 		return "", fsckMsg{}, err
 	}
@@ -75,13 +75,10 @@ func parseQueued(qname string, data []byte, name string) (string, fsckMsg, error
 // parseGWMessage checks a go-workflows message: its name, a JSON payload
 // and the attributes the engine routes by (gwEventMessage,
 // gwActivityMessage).
-func parseGWMessage(activity bool, data []byte, name, qname string) (string, fsckMsg, error) {
-	var m fsqueue.Message
-	if err := json.Unmarshal(data, &m); err != nil {
+func parseGWMessage(q *fsqueue.Queue, activity bool, data []byte, name, qname string) (string, fsckMsg, error) {
+	m, err := q.Decode(name, data)
+	if err != nil {
 		return "", fsckMsg{}, err
-	}
-	if m.Name != name {
-		return "", fsckMsg{}, fmt.Errorf("the file names message %q", m.Name)
 	}
 	if len(m.Payload) == 0 || !json.Valid(m.Payload) {
 		return "", fsckMsg{}, errors.New("its payload is not JSON")

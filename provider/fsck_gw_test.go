@@ -31,7 +31,7 @@ func gwQueueFile(t *testing.T, p *FSProvider, dir, eid string) (name, path strin
 	t.Helper()
 	q, err := p.gwQueue(dir)
 	mustNoErr(t, err)
-	entries, err := q.List()
+	entries, err := allQueued(q)
 	mustNoErr(t, err)
 	for _, e := range entries {
 		if e.Attrs[attrEventID] == eid {
@@ -97,7 +97,7 @@ func TestFsckGWKinds(t *testing.T) {
 			damage: func(t *testing.T, p *FSProvider, dir string) {
 				q, err := p.gwQueue("gw-workflow-default")
 				mustNoErr(t, err)
-				mustNoErr(t, os.WriteFile(filepath.Join(q.Dir(), q.NewName()+".json"), []byte(`{"name":`), 0o600))
+				mustNoErr(t, os.WriteFile(filepath.Join(q.Dir(), q.NewName(0, "")+".json"), []byte(`{"name":`), 0o600))
 			},
 			kind: FsckUnparseable, path: "queues/gw-workflow-default/", severity: SeverityError, repairable: true,
 		},

@@ -109,6 +109,7 @@ func TestFsckKinds(t *testing.T) {
 					if err != nil {
 						return err
 					}
+					m = named(p.orchQ, m)
 					mustNoErr(t, p.orchQ.Stage(m))
 					d := workAckData{pendingMark: pendingMark{ID: "never-appended", Hint: p.wal.End()}, Completion: m.Name}
 					c.State, c.Data = claimStateAcked, mustJSON(t, d)
@@ -270,7 +271,7 @@ func wantClaimPutBack(t *testing.T, p *FSProvider) {
 	if len(e) != 1 {
 		t.Fatalf("the item of a work ack that never committed is gone: queue %v", e)
 	}
-	c, ok, err := p.workQ.PeekClaim(e[0].Name)
+	c, ok, err := p.workQ.PeekClaim(e[0].Name())
 	if err != nil || !ok || c.State != "" || c.Token == "" {
 		t.Fatalf("claim after the repair = %+v (exists %v, %v), want held by its fetcher", c, ok, err)
 	}
@@ -293,7 +294,8 @@ func TestFsckFormat(t *testing.T) {
 	_ = p.Close()
 	for _, c := range []struct{ version, want string }{
 		{"1", "finish the directory's work with durofs 0.1"},
-		{"3", "version 3 (this build reads version 2)"},
+		{"2", "queue messages named <ULID>.json"},
+		{"4", "version 4 (this build reads version 3)"},
 	} {
 		mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":`+c.version+`}`), 0o600))
 		rep := fsckT(t, dir, true)
@@ -302,11 +304,17 @@ func TestFsckFormat(t *testing.T) {
 			t.Errorf("FORMAT version %s: %+v, want one unrepaired format finding saying %q", c.version, rep, c.want)
 		}
 	}
-	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":2}`), 0o600))
-	mustNoErr(t, os.WriteFile(filepath.Join(dir, "queues", "worker", "fsqueue.json"), []byte(`{"shards":`), 0o600))
-	rep := fsckT(t, dir, false)
-	if f := findingOf(rep, FsckFormat, "queues/worker/fsqueue.json"); f == nil {
-		t.Errorf("corrupt fsqueue.json: %+v", rep)
+	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":3}`), 0o600))
+	for _, c := range []struct{ cfg, want string }{
+		{`{"shards":`, "cannot be parsed"},
+		{`{"format":"fsqueue","version":2}`, "version 2 (this build reads version 3)"},
+		{`{"format":"fsqueue","version":3,"index_attr":"other"}`, `routes messages by attribute "other"`},
+	} {
+		mustNoErr(t, os.WriteFile(filepath.Join(dir, "queues", "worker", "fsqueue.json"), []byte(c.cfg), 0o600))
+		rep := fsckT(t, dir, false)
+		if f := findingOf(rep, FsckFormat, "queues/worker/fsqueue.json"); f == nil || !strings.Contains(f.Detail, c.want) {
+			t.Errorf("fsqueue.json %s: %+v, want a format finding saying %q", c.cfg, rep, c.want)
+		}
 	}
 }
 

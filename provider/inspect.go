@@ -159,38 +159,34 @@ func (p *FSProvider) Instances(ctx context.Context, status string) ([]InstanceSu
 // and no instance.json, from their oldest queued start (its enqueue time is
 // their creation time).
 func (p *FSProvider) pendingStarts() ([]InstanceSummary, error) {
-	entries, err := p.orchQ.List()
-	if err != nil {
-		return nil, err
-	}
 	seen := map[string]bool{}
 	var out []InstanceSummary
-	for _, e := range entries { // oldest first
-		key := e.Attrs[attrKey]
-		if e.Attrs[attrKind] != (StartOrchestration{}).Kind() || seen[key] {
-			continue
+	err := eachQueued(p.orchQ, func(h queued) error { // oldest first
+		key := h.Attrs[attrKey]
+		if h.Attrs[attrKind] != (StartOrchestration{}).Kind() || seen[key] {
+			return nil
 		}
 		seen[key] = true
 		if _, err := p.fs.Stat(p.instFilePath(key)); err == nil {
-			continue // acked: listed from its instance.json
+			return nil // acked: listed from its instance.json
 		} else if !vfs.IsNotExist(err) {
-			return nil, err
+			return err
 		}
-		m, err := p.orchQ.Get(e.Name)
+		m, err := p.orchQ.Get(h.Name)
 		if errors.Is(err, fsqueue.ErrNotFound) {
-			continue // consumed meanwhile
+			return nil // consumed meanwhile
 		}
-		// An unreadable message (fsck reports it) still shows its instance.
-		s := InstanceSummary{Instance: e.Attrs[attrInstance], Key: key, Status: StatusPending,
-			CreatedAtMs: e.EnqueuedAtMs, UpdatedAtMs: e.EnqueuedAtMs}
+		s := InstanceSummary{Instance: h.Attrs[attrInstance], Key: key, Status: StatusPending,
+			CreatedAtMs: h.EnqueuedAtMs, UpdatedAtMs: h.EnqueuedAtMs}
 		if w, werr := UnmarshalWorkItem(m.Payload); err == nil && werr == nil {
 			if so, ok := w.(StartOrchestration); ok {
 				s.Name, s.Version, s.Parent = so.Orchestration, derefOr(so.Version, ""), so.ParentInstance
 			}
 		}
 		out = append(out, s)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 func summaryOf(key string, f *instanceFile) InstanceSummary {
@@ -366,12 +362,12 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 		name string
 		q    *fsqueue.Queue
 	}{{"orchestrator", p.orchQ}, {"worker", p.workQ}} {
-		entries, err := q.q.ListAttr(key)
+		msgs, err := queuedFor(q.q, key)
 		if err != nil {
 			return d, Retryablef(op, err, "list %s queue: %v", q.name, err)
 		}
-		for _, e := range entries {
-			d.Messages = append(d.Messages, queuedMessage(q.name, e))
+		for _, m := range msgs {
+			d.Messages = append(d.Messages, queuedMessage(q.name, m))
 		}
 	}
 	gw, err := p.gwInstanceMessages(key)
@@ -391,12 +387,12 @@ func (p *FSProvider) InstanceDetail(ctx context.Context, instance string) (Insta
 	return d, nil
 }
 
-func queuedMessage(queue string, e fsqueue.Entry) QueuedMessage {
-	kind := e.Attrs[attrKind]
+func queuedMessage(queue string, m queued) QueuedMessage {
+	kind := m.Attrs[attrKind]
 	if kind == "" && queue == "worker" {
 		kind = "ActivityExecute"
 	}
-	return QueuedMessage{Queue: queue, Name: e.Name, Kind: kind, Instance: e.Attrs[attrInstance], VisibleAtMs: e.VisibleAtMs, EnqueuedAtMs: e.EnqueuedAtMs}
+	return QueuedMessage{Queue: queue, Name: m.Name, Kind: kind, Instance: m.Attrs[attrInstance], VisibleAtMs: m.VisibleAtMs, EnqueuedAtMs: m.EnqueuedAtMs}
 }
 
 // executionDetail reads one execution's state.json and history.
@@ -710,8 +706,8 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 		Orchestrator: QueueStat{Queue: "orchestrator", Kinds: map[string]int{}},
 		Worker:       QueueStat{Queue: "worker", Kinds: map[string]int{}}}
 	err := p.leasedQueueStat(ctx, p.orchQ, &st.Orchestrator, nowMs,
-		func(e fsqueue.Entry) string { return e.Attrs[attrKind] },
-		func(e fsqueue.Entry) bool { return e.Attrs[attrKind] == "TimerFired" })
+		func(attrs map[string]string) string { return attrs[attrKind] },
+		func(attrs map[string]string) bool { return attrs[attrKind] == "TimerFired" })
 	if err != nil {
 		return st, err
 	}
@@ -724,14 +720,10 @@ func (p *FSProvider) QueueStats(ctx context.Context) (QueueStats, error) {
 
 // leasedQueueStat counts the messages of a queue whose messages an instance
 // lease locks (in its batch): the orchestrator queue, a go-workflows
-// workflow queue.
-func (p *FSProvider) leasedQueueStat(ctx context.Context, q *fsqueue.Queue, o *QueueStat, nowMs int64, kindOf func(fsqueue.Entry) string, isTimer func(fsqueue.Entry) bool) error {
-	entries, err := q.List()
-	if err != nil {
-		return fmt.Errorf("durofs: list %s queue: %w", o.Queue, err)
-	}
+// workflow queue. It reads every message's header.
+func (p *FSProvider) leasedQueueStat(ctx context.Context, q *fsqueue.Queue, o *QueueStat, nowMs int64, kindOf func(map[string]string) string, isTimer func(map[string]string) bool) error {
 	states := map[string]orchState{} // key → queue state of a live lease (nil batch: none)
-	for _, e := range entries {
+	err := eachQueued(q, func(e queued) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -747,14 +739,14 @@ func (p *FSProvider) leasedQueueStat(ctx context.Context, q *fsqueue.Queue, o *Q
 			states[key] = ost
 		}
 		o.Messages++
-		o.Kinds[kindOf(e)]++
+		o.Kinds[kindOf(e.Attrs)]++
 		vis := max(e.VisibleAtMs, ost.Delayed[e.Name])
 		switch {
 		case slices.Contains(ost.Batch, e.Name):
 			o.Locked++
 		case vis > nowMs:
 			o.Delayed++
-			if isTimer(e) {
+			if isTimer(e.Attrs) {
 				o.Timers++
 				if o.NextTimerAtMs == 0 || vis < o.NextTimerAtMs {
 					o.NextTimerAtMs = vis
@@ -766,6 +758,10 @@ func (p *FSProvider) leasedQueueStat(ctx context.Context, q *fsqueue.Queue, o *Q
 				o.OldestReadyEnqueuedAtMs = e.EnqueuedAtMs
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("durofs: list %s queue: %w", o.Queue, err)
 	}
 	staged, err := q.Staged()
 	if err != nil {
@@ -798,11 +794,7 @@ func (p *FSProvider) claimedQueueStat(q *fsqueue.Queue, w *QueueStat, nowMs int6
 			}
 		}
 	}
-	wentries, err := q.List()
-	if err != nil {
-		return fmt.Errorf("durofs: list %s queue: %w", w.Queue, err)
-	}
-	for _, e := range wentries {
+	err = eachQueued(q, func(e queued) error {
 		w.Messages++
 		w.Kinds[kind]++
 		c, hasClaim := claims[e.Name]
@@ -821,6 +813,10 @@ func (p *FSProvider) claimedQueueStat(q *fsqueue.Queue, w *QueueStat, nowMs int6
 				w.OldestReadyEnqueuedAtMs = e.EnqueuedAtMs
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("durofs: list %s queue: %w", w.Queue, err)
 	}
 	staged, err := q.Staged()
 	if err != nil {

@@ -22,8 +22,8 @@ func (p *FSProvider) gwQueueStats(ctx context.Context, nowMs int64) ([]QueueStat
 			err = p.claimedQueueStat(q, &st, nowMs, gwActivityKind)
 		} else {
 			err = p.leasedQueueStat(ctx, q, &st, nowMs,
-				func(e fsqueue.Entry) string { return e.Attrs[attrType] },
-				func(e fsqueue.Entry) bool { return e.Attrs[attrTimer] == "1" })
+				func(attrs map[string]string) string { return attrs[attrType] },
+				func(attrs map[string]string) bool { return attrs[attrTimer] == "1" })
 		}
 		out = append(out, st)
 		return err
@@ -40,14 +40,14 @@ const gwActivityKind = "ActivityTask"
 func (p *FSProvider) gwInstanceMessages(key string) ([]QueuedMessage, error) {
 	var out []QueuedMessage
 	err := p.gwEachQueue(func(dir string, activity bool, q *fsqueue.Queue) error {
-		entries, err := q.ListAttr(key)
-		for _, e := range entries {
-			kind := e.Attrs[attrType]
+		msgs, err := queuedFor(q, key)
+		for _, m := range msgs {
+			kind := m.Attrs[attrType]
 			if activity {
 				kind = gwActivityKind
 			}
-			out = append(out, QueuedMessage{Queue: dir, Name: e.Name, Kind: kind, Instance: e.Attrs[attrInstance],
-				VisibleAtMs: e.VisibleAtMs, EnqueuedAtMs: e.EnqueuedAtMs})
+			out = append(out, QueuedMessage{Queue: dir, Name: m.Name, Kind: kind, Instance: m.Attrs[attrInstance],
+				VisibleAtMs: m.VisibleAtMs, EnqueuedAtMs: m.EnqueuedAtMs})
 		}
 		return err
 	})

@@ -200,7 +200,7 @@ func wantBadApplied(t *testing.T, p *FSProvider) {
 	if inf, err := p.readInstanceFile(instanceKey("bad")); err != nil || inf == nil || inf.TotalEvents != 2 {
 		t.Errorf("instance.json of bad = %+v, %v; want 2 events", inf, err)
 	}
-	if work, _ := p.workQ.List(); len(work) != 1 || work[0].Attrs[attrInstance] != "bad" {
+	if work, _ := allQueued(p.workQ); len(work) != 1 || work[0].Attrs[attrInstance] != "bad" {
 		t.Errorf("worker queue = %+v, want bad's activity once", work)
 	}
 	if m := leaseMark(t, p, "bad"); m != nil {
@@ -314,7 +314,7 @@ func rollLog(t *testing.T, p *FSProvider, lsn wal.LSN) {
 // orchestrator messages queued for inst.
 func orchMessagesFor(t *testing.T, p *FSProvider, inst string) []string {
 	t.Helper()
-	entries, err := p.orchQ.ListAttr(instanceKey(inst))
+	entries, err := queuedFor(p.orchQ, instanceKey(inst))
 	mustNoErr(t, err)
 	var out []string
 	for _, e := range entries {

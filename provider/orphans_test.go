@@ -81,7 +81,7 @@ func TestOrphanMessagesListedAndDrained(t *testing.T) {
 	if o, err := r.OrphanMessages(ctx); err != nil || len(o) != 0 {
 		t.Errorf("after a power loss: OrphanMessages = %+v, %v", o, err)
 	}
-	if e, err := r.orchQ.ListAttr(instanceKey("ghost")); err != nil || len(e) != 0 {
+	if e, err := queuedFor(r.orchQ, instanceKey("ghost")); err != nil || len(e) != 0 {
 		t.Errorf("ghost's messages after a power loss: %+v, %v", e, err)
 	}
 }

@@ -52,7 +52,7 @@ func permWorkload(t *testing.T, p *FSProvider) {
 		t.Fatal(s, err)
 	}
 	// An undecodable message is quarantined (a copy and a .reason file).
-	bad := fsqueue.Message{Name: p.orchQ.NewName(), Attrs: map[string]string{attrInstance: "perm", attrKey: instanceKey("perm")}, Payload: []byte(`{"Bogus":{}}`)}
+	bad := fsqueue.Message{Attrs: map[string]string{attrInstance: "perm", attrKey: instanceKey("perm")}, Payload: []byte(`{"Bogus":{}}`)}
 	_, err = p.orchQ.Enqueue(bad)
 	mustNoErr(t, err)
 	// A logged record left pending (the apply never ran), as after a crash.

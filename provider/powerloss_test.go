@@ -714,14 +714,14 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 			continue
 		}
 		for _, e := range entries {
-			m, err := q.Get(e.Name)
+			m, err := q.Get(e.Name())
 			if err != nil {
-				bad("%s message %s: %v", qn, e.Name, err)
+				bad("%s message %s: %v", qn, e.Name(), err)
 				continue
 			}
 			w, err := UnmarshalWorkItem(m.Payload)
 			if err != nil {
-				bad("%s message %s does not decode: %v", qn, e.Name, err)
+				bad("%s message %s does not decode: %v", qn, e.Name(), err)
 				continue
 			}
 			id := plMsgID(w)

@@ -166,7 +166,7 @@ func TestRlimitShortWriteEnqueue(t *testing.T) {
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("queue after the retry = %d messages, %v; want 1", len(entries), err)
 	}
-	m, err := after.orchQ.Get(entries[0].Name)
+	m, err := after.orchQ.Get(entries[0].Name())
 	mustNoErr(t, err)
 	w, err := UnmarshalWorkItem(m.Payload)
 	if err != nil || len(w.(ExternalRaised).Data) != size {

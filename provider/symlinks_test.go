@@ -17,6 +17,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -95,9 +96,10 @@ func isLinkAt(t *testing.T, path string) bool {
 	return err == nil && fi.Mode()&fs.ModeSymlink != 0
 }
 
-// earlyName is a message name that sorts before every name made now.
+// earlyName is a message name (visible at once, of no instance) that sorts
+// before every name made now.
 func earlyName() string {
-	return ulid.MustNew(1, bytes.NewReader(make([]byte, 16))).String()
+	return fsqueue.Entry{ID: ulid.MustNew(1, bytes.NewReader(make([]byte, 16)))}.Name()
 }
 
 // TestOpenRefusesLinkedLayout: a symbolic link in place of FORMAT or of a
@@ -117,7 +119,7 @@ func TestOpenRefusesLinkedLayout(t *testing.T) {
 			out := newOutside(t)
 			target := out.dir
 			if filepath.Base(rel) == "FORMAT" || strings.HasSuffix(rel, ".json") {
-				target = out.file(t, "file", []byte(`{"format":"durofs","version":2}`))
+				target = out.file(t, "file", []byte(`{"format":"durofs","version":3}`))
 			}
 			if strings.HasPrefix(rel, "wal/") && rel != "wal/procs" {
 				target = out.file(t, "file", []byte(`{"lsn":1}`))
@@ -195,7 +197,7 @@ func TestLinkedClaimIsReplaced(t *testing.T) {
 	mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "real", ExecutionID: 1, ID: 1, Name: "act"}))
 	entries, err := p.workQ.List()
 	mustNoErr(t, err)
-	name := entries[0].Name
+	name := entries[0].Name()
 	out := newOutside(t)
 	claim := fmt.Sprintf(`{"token":"%s.0b9d6b1e-7d5e-4b43-9d55-3e0f7b0d6a41","owner":"x","locked_until_ms":%d,"attempt":7}`,
 		name, time.Now().Add(24*time.Hour).UnixMilli())
@@ -226,7 +228,7 @@ func TestLinkedWorkItemSkipsOnlyItself(t *testing.T) {
 	}
 	entries, err := p.workQ.List()
 	mustNoErr(t, err)
-	blocked := entries[0].Name
+	blocked := entries[0].Name()
 	data, err := os.ReadFile(filepath.Join(dir, "queues", "worker", blocked+".json"))
 	mustNoErr(t, err)
 	out := newOutside(t)
@@ -415,8 +417,8 @@ func TestFsckReportsAndQuarantinesLinks(t *testing.T) {
 	mustNoErr(t, os.MkdirAll(outDir, 0o700))
 	links := []string{
 		filepath.Join("queues", "orchestrator", earlyName()+".json"),
-		filepath.Join("queues", "worker", "claims", work[0].Name+".json"),
-		filepath.Join("queues", "worker", work[1].Name+".json"),
+		filepath.Join("queues", "worker", "claims", work[0].Name()+".json"),
+		filepath.Join("queues", "worker", work[1].Name()+".json"),
 		filepath.Join("instances", instanceKey("a")),
 		filepath.Join("instances", instanceKey("b"), "lease.json"),
 		filepath.Join("instances", instanceKey("c"), "executions", "1", "history.jsonl"),

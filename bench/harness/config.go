@@ -56,6 +56,11 @@ type Config struct {
 	Settle time.Duration
 	// Quick selects tiny sizes: every section runs, nothing is meaningful.
 	Quick bool
+	// Big adds the large cases: the fetch section with 10× its largest
+	// queue (1M messages by default, 1,000 with Quick) and, without Quick, a
+	// restart cell with 1M instances on disk (10k pending). They take
+	// minutes (set-up, and a few GiB of disk for a million files per case).
+	Big bool
 	// Runs is how many times each throughput and restart measurement is
 	// repeated; the median is reported (default 3).
 	Runs int
@@ -90,7 +95,8 @@ type Sizes struct {
 	// FsyncChains × FsyncChainLength chains and one FsyncFanOut-wide fan-out
 	// are run to count fsyncs.
 	FsyncChains, FsyncChainLength, FsyncFanOut int
-	// FetchQueued are the queue sizes of the fetch section (100, 10k, 100k).
+	// FetchQueued are the queue sizes of the fetch section (100, 10k, 100k;
+	// Config.Big adds 1M).
 	FetchQueued []int
 	// FetchVisible is how many messages are visible in the delayed case.
 	FetchVisible int
@@ -100,6 +106,10 @@ type Sizes struct {
 	// RestartInstances and RestartPending: instances on disk, of which
 	// RestartPending have pending work (10,000 and 1,000).
 	RestartInstances, RestartPending int
+	// RestartBigInstances and RestartBigPending, if set (Config.Big: 1M and
+	// 10,000), add a durofs-only restart cell of that size (completed
+	// instances beyond 10,000 are copied from the first one's files).
+	RestartBigInstances, RestartBigPending int
 	// RestartKillAfter is how many turns the victim process acks before
 	// it is killed with SIGKILL.
 	RestartKillAfter int
@@ -172,6 +182,15 @@ func (c Config) withDefaults() (Config, error) {
 		s := DefaultSizes()
 		if c.Quick {
 			s = QuickSizes()
+		}
+		c.Sizes = &s
+	}
+	if c.Big && len(c.Sizes.FetchQueued) > 0 {
+		big := 10 * slices.Max(c.Sizes.FetchQueued)
+		s := *c.Sizes
+		s.FetchQueued = append(slices.Clone(s.FetchQueued), big)
+		if !c.Quick {
+			s.RestartBigInstances, s.RestartBigPending = 1_000_000, 10_000
 		}
 		c.Sizes = &s
 	}

@@ -52,15 +52,42 @@ func (r *Result) Targets() []Target {
 	if f := r.Fetch; f != nil && len(r.Config.Sizes.FetchQueued) >= 2 {
 		qs := r.Config.Sizes.FetchQueued
 		lo, hi := slices.Min(qs), slices.Max(qs)
-		for _, fc := range []string{FetchVisible, FetchDelayed} {
-			name := fmt.Sprintf("durofs fetch p50 with %s ÷ with %s queued (%s)", count(hi), count(lo), fc)
-			a, b := f.Cell(ProviderDurofs, fc, lo), f.Cell(ProviderDurofs, fc, hi)
-			if a == nil || b == nil || a.P50 == 0 {
-				add(name, "≤ 2×", "", false, false)
-				continue
+		// The p50 ratio against the smallest queue: for the largest, and
+		// for 100k too when the run has larger ones (design.md §7 sets it
+		// at 100k, issue 17 at 1M).
+		his := []int{hi}
+		if hi > 100_000 && slices.Contains(qs, 100_000) {
+			his = []int{100_000, hi}
+		}
+		for _, h := range his {
+			for _, fc := range []string{FetchVisible, FetchDelayed} {
+				name := fmt.Sprintf("durofs fetch p50 with %s ÷ with %s queued (%s)", count(h), count(lo), fc)
+				a, b := f.Cell(ProviderDurofs, fc, lo), f.Cell(ProviderDurofs, fc, h)
+				if a == nil || b == nil || a.P50 == 0 {
+					add(name, "≤ 2×", "", false, false)
+					continue
+				}
+				ratio := float64(b.P50) / float64(a.P50)
+				add(name, "≤ 2×", fmt.Sprintf("%.2f× (%s / %s)", ratio, dur(b.P50), dur(a.P50)), ratio <= 2, true)
 			}
-			ratio := float64(b.P50) / float64(a.P50)
-			add(name, "≤ 2×", fmt.Sprintf("%.2f× (%s / %s)", ratio, dur(b.P50), dur(a.P50)), ratio <= 2, true)
+		}
+		// The index's first build and the memory of the fetching process,
+		// at the sizes the targets name (issue 17; design.md §7).
+		for _, t := range []struct {
+			queued int
+			first  time.Duration
+			rssMiB int64
+		}{{100_000, 100 * time.Millisecond, 40}, {1_000_000, time.Second, 64}} {
+			for _, fc := range []string{FetchVisible, FetchDelayed} {
+				c := f.Cell(ProviderDurofs, fc, t.queued)
+				if c == nil {
+					continue
+				}
+				add(fmt.Sprintf("durofs first fetch after Open with %s queued (%s)", count(t.queued), fc),
+					"≤ "+dur(t.first), dur(c.FirstFetch), c.FirstFetch <= t.first, true)
+				add(fmt.Sprintf("durofs peak RSS of the fetching process with %s queued (%s)", count(t.queued), fc),
+					fmt.Sprintf("≤ %d MiB", t.rssMiB), mib(c.MaxRSSKiB), c.MaxRSSKiB <= t.rssMiB*1024, true)
+			}
 		}
 	}
 	if t := r.Throughput; t != nil {
@@ -101,6 +128,17 @@ func (r *Result) Targets() []Target {
 		} else {
 			add(name, "< 1 s", "", false, false)
 		}
+		if n := r.Config.Sizes.RestartBigInstances; n > 0 {
+			name := fmt.Sprintf("durofs restart after kill -9 with %s instances (%s pending): process start → first item (median); peak RSS of the restarted process",
+				count(n), count(r.Config.Sizes.RestartBigPending))
+			if c := rs.Cell(ProviderDurofs, n); c != nil && len(c.Runs) > 0 {
+				tot := c.Median(func(x RestartRun) time.Duration { return x.Total })
+				rss := c.MaxProbeRSSKiB()
+				add(name, "< 1 s; ≤ 64 MiB", fmt.Sprintf("%s; %s", dur(tot), mib(rss)), tot < time.Second && rss <= 64<<10, true)
+			} else {
+				add(name, "< 1 s; ≤ 64 MiB", "", false, false)
+			}
+		}
 		small := rs.Cell(ProviderDurofs, r.Config.Sizes.RestartPending)
 		name = fmt.Sprintf("durofs memory: peak RSS of the restarted process, %s instances on disk ÷ %s (same pending work)",
 			count(r.Config.Sizes.RestartInstances), count(r.Config.Sizes.RestartPending))
@@ -134,6 +172,9 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 	sizes := "full"
 	if r.Config.Quick {
 		sizes = "**quick (tiny sizes: the figures mean nothing)**"
+	}
+	if r.Config.Big {
+		sizes += fmt.Sprintf(" + big (fetch with %s queued)", count(slices.Max(r.Config.Sizes.FetchQueued)))
 	}
 	row(&b, "sizes", fmt.Sprintf("%s; %d run(s) per throughput and restart figure, median reported", sizes, r.Config.Runs))
 	cleanup := "each run in a fresh directory, flushed after the run; all removed at the end, so no run pays for another's clean-up"
@@ -375,6 +416,9 @@ func num(x float64) string {
 
 // count formats a count as 100, 10k, 100k.
 func count(n int) string {
+	if n >= 1_000_000 && n%1_000_000 == 0 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
 	if n >= 1000 && n%1000 == 0 {
 		return fmt.Sprintf("%dk", n/1000)
 	}

@@ -95,10 +95,19 @@ func runRestart(ctx context.Context, cfg Config, root string) (*RestartResult, e
 		"then a new process opens the store and fetches (pollTimeout 0, in a loop) until it holds an orchestration item, then a work item. "+
 		"Locks of the killed process stay held until they expire (5 s); the new process must skip them. Page cache warm.",
 		sz.ChainLength, sz.Dispatchers, sz.Workers, sz.RestartKillAfter)}
-	for _, instances := range []int{sz.RestartInstances, sz.RestartPending} {
+	type cell struct{ instances, pending int }
+	cells := []cell{{sz.RestartInstances, sz.RestartPending}, {sz.RestartPending, sz.RestartPending}}
+	if sz.RestartBigInstances > 0 {
+		cells = append(cells, cell{sz.RestartBigInstances, sz.RestartBigPending})
+	}
+	for _, cl := range cells {
+		instances := cl.instances
 		for _, prov := range cfg.Providers {
+			if instances == sz.RestartBigInstances && prov != ProviderDurofs {
+				continue // the reference has no way to build a million instances in minutes
+			}
 			dir := filepath.Join(root, fmt.Sprintf("restart-%s-%d", prov, instances))
-			c, err := restartCell(ctx, cfg, prov, dir, instances)
+			c, err := restartCell(ctx, cfg, prov, dir, instances, cl.pending)
 			if err != nil {
 				return nil, fmt.Errorf("restart %s %d instances: %w", prov, instances, err)
 			}
@@ -111,9 +120,8 @@ func runRestart(ctx context.Context, cfg Config, root string) (*RestartResult, e
 	return res, nil
 }
 
-func restartCell(ctx context.Context, cfg Config, prov, dir string, instances int) (RestartCell, error) {
-	sz := cfg.Sizes
-	c := RestartCell{Provider: prov, Instances: instances, Pending: min(sz.RestartPending, instances)}
+func restartCell(ctx context.Context, cfg Config, prov, dir string, instances, pending int) (RestartCell, error) {
+	c := RestartCell{Provider: prov, Instances: instances, Pending: min(pending, instances)}
 	t := time.Now()
 	setup, err := buildRestartDir(ctx, cfg, prov, dir, instances-c.Pending, c.Pending)
 	if err != nil {

@@ -415,7 +415,7 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.store(query, s), nil
+	return c.store(query, s)
 }
 
 func (c *stmtCache) cached(query string) *sql.Stmt {
@@ -424,18 +424,23 @@ func (c *stmtCache) cached(query string) *sql.Stmt {
 	return c.m[query]
 }
 
-// store caches s for query, unless the cache is closed or has one already
-// (then s is closed and the cached one returned).
-func (c *stmtCache) store(query string, s *sql.Stmt) *sql.Stmt {
+// store caches s for query, unless the cache has one already (then s is
+// closed and the cached one returned) or is closed (then s is closed and
+// the error is sql.ErrConnDone: the provider was closed meanwhile).
+func (c *stmtCache) store(query string, s *sql.Stmt) (*sql.Stmt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.pending, query)
-	if old, ok := c.m[query]; ok || c.closed {
+	if c.closed {
 		_ = s.Close()
-		return old
+		return nil, sql.ErrConnDone
+	}
+	if old, ok := c.m[query]; ok {
+		_ = s.Close()
+		return old, nil
 	}
 	c.m[query] = s
-	return s
+	return s, nil
 }
 
 // lookup returns the prepared statement for query, or nil (and starts
@@ -459,7 +464,7 @@ func (c *stmtCache) lookup(query string) *sql.Stmt {
 				c.mu.Unlock()
 				return
 			}
-			c.store(query, s)
+			_, _ = c.store(query, s) // a closed cache closes s
 		}()
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestCLIConventions(t *testing.T) {
 		mustRun(t, bin, exitUsage, "help", "worker")
 		for _, args := range [][]string{{"version"}, {"--version"}} {
 			r := mustRun(t, bin, 0, args...)
-			if !strings.HasPrefix(r.stdout, "durofs "+provider.Version+" (on-disk format 2, duroxide provider contract "+provider.DuroxideVersion) {
+			if !strings.HasPrefix(r.stdout, "durofs "+provider.Version+" (on-disk format "+strconv.Itoa(provider.FormatVersion)+", duroxide provider contract "+provider.DuroxideVersion) {
 				t.Errorf("durofs %v: %q", args, r.stdout)
 			}
 		}
@@ -157,7 +158,7 @@ func TestCLIConventions(t *testing.T) {
 			want   string // in the result line
 		}{
 			{"a format fsck cannot repair", func(t *testing.T, d string) {
-				writeFile(t, filepath.Join(d, "FORMAT"), `{"format":"durofs","version":3}`)
+				writeFile(t, filepath.Join(d, "FORMAT"), `{"format":"durofs","version":4}`)
 			}, "--repair cannot fix these"},
 			{"an old temporary file", func(t *testing.T, d string) {
 				p := filepath.Join(d, "tmp", ".tmp-lease.json-0f0f")

@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/durofs/durofs/conformance/workload"
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/provider"
 )
@@ -545,15 +548,16 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 	must(t, err)
 	appendFile(t, inst("can-1", "executions", "1", "history.jsonl"), string(line))
 	// 4. Old temporary files.
-	tmp1 := filepath.Join(orchQ, ".tmp-01J00000000000000000000009.json-0f0e")
+	tmp1 := filepath.Join(orchQ, ".tmp-"+msgName("01J00000000000000000000009", 1, "done-1")+".json-0f0e")
 	tmp2 := inst("done-1", ".tmp-instance.json-1234")
 	for _, p := range []string{tmp1, tmp2} {
 		writeFile(t, p, "partial")
 		age(t, p, 2*time.Hour)
 	}
 	// 5. An orphan staged message of done-1 (no commit names it).
-	staged := filepath.Join(orchQ, ".staged-01J00000000000000000000001.json")
-	writeFile(t, staged, `{"name":"01J00000000000000000000001","visible_at_ms":1,"enqueued_at_ms":1,"attrs":{"instance":"done-1","ikey":"done-1","kind":"ExternalRaised","src":"done-1"},"payload":{"ExternalRaised":{"instance":"done-1","name":"x","data":"1"}}}`)
+	stagedName := msgName("01J00000000000000000000001", 1, "done-1")
+	staged := filepath.Join(orchQ, ".staged-"+stagedName+".json")
+	writeFile(t, staged, `{"name":"`+stagedName+`","visible_at_ms":1,"enqueued_at_ms":1,"attrs":{"instance":"done-1","ikey":"done-1","kind":"ExternalRaised","src":"done-1"},"payload":{"ExternalRaised":{"instance":"done-1","name":"x","data":"1"}}}`)
 	age(t, staged, 2*time.Hour)
 	// 6. A pending mark in child-1's lease naming a commit that is not in
 	// the write-ahead log: its writer died between marking and appending.
@@ -565,7 +569,7 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 	writeFile(t, inst("done-1", "lease.json"), `{"token":`)
 	writeFile(t, inst("done-1", "instance.json"), `{"instance":"done-1",`)
 	writeFile(t, inst("child-1", "executions", "1", "state.json"), `garbage`)
-	badMsg := filepath.Join(orchQ, "01J00000000000000000000002.json")
+	badMsg := filepath.Join(orchQ, msgName("01J00000000000000000000002", 1, "done-1")+".json")
 	writeFile(t, badMsg, `{"name":"01J000`)
 	claims, err := filepath.Glob(filepath.Join(dir, "queues", "worker", "claims", "*.json"))
 	if err != nil || len(claims) != 2 {
@@ -577,8 +581,9 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 	editJSON(t, inst("run-1", "instance.json"), func(m map[string]any) { m["total_events"] = 3; m["status"] = "Completed" })
 	editJSON(t, inst("run-1", "executions", "1", "state.json"), func(m map[string]any) { m["event_count"] = 4 })
 	// 9. A fresh message for an instance that does not exist (info only).
-	writeFile(t, filepath.Join(orchQ, "01J00000000000000000000003.json"),
-		`{"name":"01J00000000000000000000003","visible_at_ms":1,"enqueued_at_ms":`+jsonNum(time.Now().UnixMilli())+`,"attrs":{"instance":"ghost","ikey":"ghost","kind":"ExternalRaised"},"payload":{"ExternalRaised":{"instance":"ghost","name":"x","data":"1"}}}`)
+	ghostName := msgName("01J00000000000000000000003", 1, "ghost")
+	writeFile(t, filepath.Join(orchQ, ghostName+".json"),
+		`{"name":"`+ghostName+`","visible_at_ms":1,"enqueued_at_ms":`+jsonNum(time.Now().UnixMilli())+`,"attrs":{"instance":"ghost","ikey":"ghost","kind":"ExternalRaised"},"payload":{"ExternalRaised":{"instance":"ghost","name":"x","data":"1"}}}`)
 
 	// Read-only inspection works on the damaged directory (a mark with no
 	// record is no pending commit).
@@ -601,7 +606,7 @@ func TestFsckFindsAndRepairsDamage(t *testing.T) {
 		provider.FsckPendingCommit:   {"instances/child-1/lease.json"},
 		provider.FsckUnparseable:     {"instances/done-1/lease.json", "instances/done-1/instance.json", "instances/child-1/executions/1/state.json", rel(t, dir, badMsg), rel(t, dir, claims[0])},
 		provider.FsckCounterDrift:    {"instances/run-1/instance.json", "instances/run-1/executions/1/state.json"},
-		provider.FsckUnknownInstance: {"queues/orchestrator/01J00000000000000000000003.json"},
+		provider.FsckUnknownInstance: {"queues/orchestrator/" + ghostName + ".json"},
 	}
 	for kind, paths := range want {
 		var have []string
@@ -846,4 +851,10 @@ func TestFsckBesideLiveWorkers(t *testing.T) {
 	if !rep.Clean() {
 		t.Errorf("final fsck: %+v", rep.Remaining())
 	}
+}
+
+// msgName is the name of a queue message with ULID id, visible at vis, for
+// the instance whose key is key (fsqueue, name.go).
+func msgName(id string, vis int64, key string) string {
+	return fsqueue.Entry{ID: ulid.MustParseStrict(id), VisibleAtMs: vis, Route: fsqueue.RouteOf(key)}.Name()
 }

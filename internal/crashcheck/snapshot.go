@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
@@ -428,14 +429,13 @@ const (
 	msgSuffix    = ".json"
 	stagedPrefix = ".staged-"
 	tempPrefix   = vfs.TempPrefix
-	ulidLen      = 26
 )
 
 // isMessageFile reports whether a queue directory entry is a published
-// message ("<ULID>.json").
+// message ("<ULID>.<visible>.<route>.json").
 func isMessageFile(name string) bool {
 	base, ok := strings.CutSuffix(name, msgSuffix)
-	return ok && len(base) == ulidLen && !strings.HasPrefix(base, ".")
+	return ok && fsqueue.ValidName(base)
 }
 
 func (s *Snapshot) readQueue(fsys vfs.FS, qdir, queue, label string) error {

@@ -177,3 +177,12 @@ func (n *noFollowFS) gLockExisting(ctx context.Context, name string, wait bool) 
 func (n *noFollowFS) gMkdirRoot(name string) error {
 	return os.MkdirAll(filepath.Clean(name), n.perm.Dir)
 }
+
+func (n *noFollowFS) gScanDir(name string, fn func(name []byte) error) error {
+	f, err := n.gOpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return scanDirFile(f.(*os.File), fn)
+}

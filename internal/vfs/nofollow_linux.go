@@ -144,6 +144,21 @@ func (n *noFollowFS) ReadDirNames(name string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
+// ScanDir implements DirScanner.
+func (n *noFollowFS) ScanDir(name string, fn func(name []byte) error) error {
+	r, ok := n.rel(name)
+	if !ok || n.generic() {
+		return n.gScanDir(name, fn)
+	}
+	fd, err := n.openat2(r, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return pathErr("open", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return scanDirFile(f, fn)
+}
+
 // statAt fstats rel opened with O_PATH (and flags).
 func (n *noFollowFS) statAt(op, name, rel string, flags int) (fs.FileInfo, error) {
 	fd, err := n.openat2(rel, unix.O_PATH|flags, 0)

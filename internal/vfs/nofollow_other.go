@@ -65,3 +65,8 @@ func (n *noFollowFS) TryLock(name string) (Unlocker, bool, error) { return n.gTr
 func (n *noFollowFS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
 	return n.gLockExisting(ctx, name, wait)
 }
+
+// ScanDir implements DirScanner.
+func (n *noFollowFS) ScanDir(name string, fn func(name []byte) error) error {
+	return n.gScanDir(name, fn)
+}

@@ -43,13 +43,16 @@ func (c Counts) Sub(o Counts) Counts {
 }
 
 // CountingFS counts fsyncs of files and directories passing through it,
-// and the files it creates and unlinks (see [CountingFS.Files]).
+// the files it creates and unlinks, and the files it opens (see
+// [CountingFS.Files]).
 type CountingFS struct {
 	FS
 	fileSyncs atomic.Int64
 	dirSyncs  atomic.Int64
 	creates   atomic.Int64
 	unlinks   atomic.Int64
+	opens     atomic.Int64
+	listings  atomic.Int64
 }
 
 // FileCounts counts the inode churn seen by a [CountingFS].
@@ -58,11 +61,17 @@ type FileCounts struct {
 	Creates int64
 	// Unlinks is how many names Remove removed, or Rename replaced.
 	Unlinks int64
+	// Opens is how many times a file was opened: OpenFile (directories
+	// included), ReadFile and LockExisting calls, successful or not.
+	Opens int64
+	// Listings is how many times a directory was listed (ReadDirNames,
+	// ScanDir).
+	Listings int64
 }
 
 // Files returns the file counts so far.
 func (c *CountingFS) Files() FileCounts {
-	return FileCounts{Creates: c.creates.Load(), Unlinks: c.unlinks.Load()}
+	return FileCounts{Creates: c.creates.Load(), Unlinks: c.unlinks.Load(), Opens: c.opens.Load(), Listings: c.listings.Load()}
 }
 
 // Counting wraps inner and counts its fsyncs exactly.
@@ -75,6 +84,7 @@ func (c *CountingFS) Counts() Counts {
 
 // OpenFile implements FS.
 func (c *CountingFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	c.opens.Add(1)
 	create := flag&os.O_CREATE != 0
 	if create && flag&os.O_EXCL == 0 {
 		_, err := c.FS.Lstat(name)
@@ -88,6 +98,24 @@ func (c *CountingFS) OpenFile(name string, flag int, perm fs.FileMode) (File, er
 		c.creates.Add(1)
 	}
 	return countingFile{File: f, c: c}, nil
+}
+
+// ReadFile implements FS.
+func (c *CountingFS) ReadFile(name string) ([]byte, error) {
+	c.opens.Add(1)
+	return c.FS.ReadFile(name)
+}
+
+// ReadDirNames implements FS.
+func (c *CountingFS) ReadDirNames(name string) ([]string, error) {
+	c.listings.Add(1)
+	return c.FS.ReadDirNames(name)
+}
+
+// LockExisting implements FS.
+func (c *CountingFS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
+	c.opens.Add(1)
+	return c.FS.LockExisting(ctx, name, wait)
 }
 
 // Remove implements FS.

@@ -1,13 +1,13 @@
 // Command durobench is durofs's benchmark harness (`make bench`): durable
 // turn throughput at 1, 2 and 4 processes side by side with the SQLite
 // reference provider, exact fsyncs per ack, fetch latency with up to
-// 100,000 queued messages, restart time after kill -9 with 10,000
-// instances, and peak RSS, printed as a markdown table with design.md §7's
-// targets marked PASS or MISS.
+// 100,000 queued messages (1,000,000 with -big), restart time after kill
+// -9 with 10,000 instances, and peak RSS, printed as a markdown table with
+// design.md §7's targets marked PASS or MISS.
 //
 // Usage:
 //
-//	durobench [-quick] [-runs N] [-only fsyncs,throughput,fetch,restart] [-procs 1,2,4] [-out FILE] [-dir DIR]
+//	durobench [-quick] [-big] [-runs N] [-only fsyncs,throughput,fetch,restart] [-procs 1,2,4] [-out FILE] [-dir DIR]
 //
 // Benchmark data goes to -dir (default $DUROBENCH_DIR, else .data), which
 // must be on a disk, not tmpfs. durobench re-executes itself as
@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defDir = ".data"
 	}
 	quick := fs.Bool("quick", false, "tiny sizes (checks that everything runs; the figures mean nothing)")
+	big := fs.Bool("big", false, "add the fetch section's 1M-queued cases (minutes, and a few GiB of disk)")
 	runs := fs.Int("runs", 3, "runs per throughput and restart figure (the median is reported)")
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(harness.Sections, ", ")+" (default all)")
 	procs := fs.String("procs", "1,2,4", "comma-separated process counts of the throughput section")
@@ -76,7 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	cfg := harness.Config{
-		Dir: *dir, Quick: *quick, Runs: *runs, Keep: *keep, EagerCleanup: *eagerCleanup, Settle: *settle, AllowTmpfs: *allowTmpfs,
+		Dir: *dir, Quick: *quick, Big: *big, Runs: *runs, Keep: *keep, EagerCleanup: *eagerCleanup, Settle: *settle, AllowTmpfs: *allowTmpfs,
 		Providers: split(*providers),
 		Command:   "durobench " + strings.Join(args, " "),
 		Log:       stderr,

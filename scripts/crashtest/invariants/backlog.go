@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/provider"
 )
 
@@ -50,7 +51,7 @@ func PendingWork(dir string, now time.Time) (Backlog, error) {
 		return nil
 	}
 	if err := count(filepath.Join("queues", "worker"), func(n string) {
-		if m, ok := strings.CutSuffix(n, ".json"); ok && isULID(m) {
+		if m, ok := strings.CutSuffix(n, ".json"); ok && fsqueue.ValidName(m) {
 			b.Worker++
 		}
 	}); err != nil {
@@ -60,7 +61,7 @@ func PendingWork(dir string, now time.Time) (Backlog, error) {
 	qdir := filepath.Join(dir, "queues", "orchestrator")
 	err := count(filepath.Join("queues", "orchestrator"), func(n string) {
 		m, ok := strings.CutSuffix(n, ".json")
-		if !ok || !isULID(m) {
+		if !ok || !fsqueue.ValidName(m) {
 			return
 		}
 		var msg queueMessage

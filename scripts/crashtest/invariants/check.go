@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/conformance/workload"
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
@@ -293,7 +294,7 @@ func (c *checker) quiescent() error {
 			}
 			for _, e := range entries {
 				msg, ok := strings.CutSuffix(e.Name(), ".json")
-				if !ok || !isULID(msg) {
+				if !ok || !fsqueue.ValidName(msg) {
 					continue
 				}
 				rel := filepath.Join("queues", q, sub, e.Name())
@@ -401,19 +402,6 @@ func describeMessage(path string) string {
 		return ""
 	}
 	return fmt.Sprintf(": %s for %s", item.Kind(), provider.TargetInstance(item))
-}
-
-// isULID reports whether s looks like a queue message name.
-func isULID(s string) bool {
-	if len(s) != 26 {
-		return false
-	}
-	for i := range len(s) {
-		if b := s[i]; !(b >= '0' && b <= '9' || b >= 'A' && b <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // ---- invariants 1, 2 and the oracle part of 7 ----
