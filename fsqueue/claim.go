@@ -81,11 +81,13 @@ type claimEntry struct {
 	claim   Claim
 	exists  bool
 	corrupt bool
-	// identity of the file the claim was read from
-	ino   uint64
-	size  int64
-	mtime time.Time
-	ctime time.Time
+	// identity of the file the claim was read from, and the real time
+	// taken before it was read
+	ino    uint64
+	size   int64
+	mtime  time.Time
+	ctime  time.Time
+	readAt time.Time
 	// the entry was known correct at real time validAt, when claims/ had
 	// mtime dirMtime
 	dirMtime time.Time
@@ -387,8 +389,12 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 		ce = claimEntry{}
 	case err != nil:
 		return Claim{}, false, fmt.Errorf("fsqueue: stat claim %s: %w", name, err)
-	case ok && ce.exists && ce.ino == fileIno(fi) && ce.size == fi.Size() && ce.mtime.Equal(fi.ModTime()) && ce.ctime.Equal(vfs.ChangeTime(fi)):
-		// unchanged file
+	case ok && ce.exists && ce.ino == fileIno(fi) && ce.size == fi.Size() && ce.mtime.Equal(fi.ModTime()) && ce.ctime.Equal(vfs.ChangeTime(fi)) &&
+		ce.readAt.Sub(ce.ctime) >= mtimeMargin:
+		// Unchanged file: same inode, size and times, and the content was
+		// read a margin after its last change, so a write since (in place,
+		// same inode and size) would have moved its times past the
+		// timestamp granularity.
 	default:
 		cl, exists, err := q.readClaim(name)
 		corrupt := errors.Is(err, errCorrupt)
@@ -396,7 +402,7 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 			return Claim{}, false, err
 		}
 		ce = claimEntry{claim: cl, exists: exists || corrupt, corrupt: corrupt,
-			ino: fileIno(fi), size: fi.Size(), mtime: fi.ModTime(), ctime: vfs.ChangeTime(fi)}
+			ino: fileIno(fi), size: fi.Size(), mtime: fi.ModTime(), ctime: vfs.ChangeTime(fi), readAt: v}
 	}
 	ce.dirMtime, ce.validAt = snap.dirMtime, v
 	c.mu.Lock()
@@ -442,18 +448,30 @@ func (q *Queue) PeekClaim(name string) (c Claim, exists bool, err error) {
 	return q.readClaim(name)
 }
 
-// writeClaim replaces claims/<name>.json, durably unless the queue has
-// VolatileClaims. Callers hold the message's lock.
+// writeClaim writes claims/<name>.json; callers hold the message's lock. A
+// durable queue replaces it atomically and fsyncs it. A queue with
+// VolatileClaims writes it in place when it fits ([vfs.Overwrite]) and then
+// touches claims/, so that pre-filter caches keyed on the directory's mtime
+// look again (a failed touch undoes the write); a new or outgrown claim is replaced atomically, padded to a
+// multiple of [vfs.InPlaceBlock] so that later versions fit (doc.go, "Claims
+// written in place").
 func (q *Queue) writeClaim(name string, c Claim) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 	}
-	fsys := q.fsys
-	if q.opts.VolatileClaims {
-		fsys = vfs.NoSync(fsys)
+	path := q.claimPath(name)
+	if !q.opts.VolatileClaims {
+		if err := vfs.WriteFile(q.fsys, path, data); err != nil {
+			return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
+		}
+		return nil
 	}
-	if err := vfs.WriteFile(fsys, q.claimPath(name), data); err != nil {
+	done, err := vfs.Overwrite(q.fsys, path, data, func() error { return q.fsys.Touch(q.claimsDir) })
+	if err == nil && !done {
+		err = vfs.WriteFile(vfs.NoSync(q.fsys), path, vfs.PadBlock(data))
+	}
+	if err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 	}
 	return nil

@@ -119,9 +119,10 @@
 // delivered again (at-least-once), which is why callers make redo idempotent
 // and consumers de-duplicate by name.
 //
-// [Queue.ClaimNext], [Queue.Renew] and [Queue.Abandon] change a claim with
+// [Queue.ClaimNext], [Queue.Renew] and [Queue.Abandon] change a claim under
+// the message's flock. In a durable queue (the default) they use
 // [vfs.WriteFile] (temporary file, fsync, rename over claims/<name>.json,
-// fsync claims/) under the message's flock:
+// fsync claims/):
 //
 //   - A crash before the rename leaves the previous claim in place and a
 //     temporary file for Sweep: no one got the message (ClaimNext), the lease
@@ -143,6 +144,35 @@
 //     the write (a clock jump or a very short lockFor), the previous claim is
 //     restored and the message is skipped, so ClaimNext never returns an
 //     expired lease.
+//
+// # Claims written in place
+//
+// With [Options].VolatileClaims (the caller's commit protocol makes claims
+// redundant after a power loss, as durofs's log does) a claim that exists
+// is overwritten in place ([vfs.Overwrite]: one write at offset 0, padded
+// with spaces to the file's size), and a new one is created by an unsynced
+// atomic replace padded to 512 bytes, so that later versions fit. A claim
+// then costs one inode for the message's whole life instead of one per
+// change: creating files is what costs most on a busy ext4 (without a
+// journal, each creation scans past the inodes freed in the last minute,
+// BENCHMARKS.md). Every writer and every deciding reader holds the
+// message's flock, so no reader that decides anything sees a write half
+// done. What a crash leaves:
+//
+//   - kill -9 during the write: a write of one page to the page cache is not
+//     interrupted (a fatal signal is checked between pages), and a claim is
+//     far smaller than a page, so the file has the old or the new content;
+//   - a failed or short write, or a failed touch of claims/ after it: the old
+//     content is written back, best effort, and the call fails; a claim that
+//     is left unparseable is no claim (redelivery, at-least-once);
+//   - power loss: volatile claims are never synced, so the file may come back
+//     old, new, empty or torn; an unparseable claim is no claim, and the
+//     caller's log decides what was acknowledged.
+//
+// An in-place write changes neither the inode nor the size of the claim,
+// nor claims/, so the writer touches claims/ ([vfs.FS.Touch]) and the
+// pre-filter cache below trusts a file's identity only if its content was
+// read at least 50 ms after the file's last change.
 //
 // # Clock steps
 //
@@ -188,7 +218,9 @@
 // next call lists the directory again; the index is never left valid but
 // incomplete. ClaimNext caches the listing of claims/ and parsed claim files
 // the same way, keyed by the claim file's identity (inode, size, mtime,
-// ctime). These comparisons are between file-system timestamps and the real
+// ctime), trusted only for content read at least 50 ms after the file's
+// ctime (a claim rewritten in place keeps its inode and size, and a second
+// write in one timestamp tick would keep its times too). These comparisons are between file-system timestamps and the real
 // time ([time.Now]), not the injected clock. The caches only decide which
 // messages are worth trying: every decision to hand out a message is made on
 // a fresh read of its claim under the message's flock.

@@ -196,9 +196,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -530,64 +528,18 @@ func (g *Guard) Write(l Lease) error {
 	}
 	b = append(b, '\n')
 	if g.s.inPlace {
-		if done, err := g.overwrite(b); done || err != nil {
-			return err
+		if done, err := vfs.Overwrite(g.s.fsys, g.leasePath, b, nil); done || err != nil {
+			if err != nil {
+				return fmt.Errorf("lease: %w", err)
+			}
+			return nil
 		}
-		b = pad(b, (len(b)+511)/512*512) // room for later writes in place
+		b = vfs.PadBlock(b) // room for later writes in place
 	}
 	if err := vfs.WriteFileVia(g.s.fsys, g.s.tmpDir, g.leasePath, b); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
 	return nil
-}
-
-// maxInPlace bounds the lease files Write overwrites in place (a larger one
-// was damaged or written by someone else: replace it).
-const maxInPlace = 1 << 20
-
-// overwrite writes b over the lease file in place, padded to its size, if
-// the file is a regular file at least as large as b. done is false if it did
-// not try (then the caller replaces the file). On a failed or short write it
-// writes the old content back, best effort, and fails.
-func (g *Guard) overwrite(b []byte) (done bool, err error) {
-	f, err := g.s.fsys.OpenFile(g.leasePath, os.O_RDWR, 0)
-	if vfs.IsNotExist(err) || errors.Is(err, vfs.ErrSymlink) {
-		return false, nil // new, or a planted link: replace it (never write through a link)
-	}
-	if err != nil {
-		return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
-	}
-	if !fi.Mode().IsRegular() || fi.Size() < int64(len(b)) || fi.Size() > maxInPlace {
-		return false, nil
-	}
-	old := make([]byte, fi.Size())
-	if _, err := f.ReadAt(old, 0); err != nil {
-		return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
-	}
-	n, err := f.Write(pad(b, len(old)))
-	if err == nil && n == len(old) {
-		return true, nil
-	}
-	if err == nil {
-		err = io.ErrShortWrite
-	}
-	if _, serr := f.Seek(0, io.SeekStart); serr == nil {
-		_, _ = f.Write(old)
-	}
-	return true, fmt.Errorf("lease: write %s: %w", g.leasePath, err)
-}
-
-// pad returns b followed by spaces up to size bytes (b if it is not shorter).
-func pad(b []byte, size int) []byte {
-	if len(b) >= size {
-		return b
-	}
-	return append(b, bytes.Repeat([]byte{' '}, size-len(b))...)
 }
 
 // ttlMs converts a TTL to whole milliseconds, refusing TTLs that would make a

@@ -35,8 +35,8 @@ import (
 
 // faultFS passes every call to a strict MemFS and arms one of the MemFS's
 // own faults (InjectError, InjectShortWrite, InjectWritebackError, with
-// nth = 1) right before the first call of op ("open", "write", "sync" or
-// "rename") on a path match accepts: the fault hits exactly that call, however
+// nth = 1) right before the first call of op ("open", "write", "sync",
+// "rename" or "touch") on a path match accepts: the fault hits exactly that call, however
 // many calls of op came before it. The tests run no background goroutines
 // (no sweep, no checkpoint), so nothing else can take the armed fault.
 type faultFS struct {
@@ -93,6 +93,11 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, e
 func (f *faultFS) Rename(oldpath, newpath string) error {
 	f.before("rename", newpath)
 	return f.MemFS.Rename(oldpath, newpath)
+}
+
+func (f *faultFS) Touch(name string) error {
+	f.before("touch", name)
+	return f.MemFS.Touch(name)
 }
 
 type faultFile struct {
@@ -340,10 +345,18 @@ func TestWorkAckIOFaultChangesNothing(t *testing.T) {
 		dir := p.workQ.Dir() + "/claims"
 		return func(path string) bool { return filepath.Dir(path) == dir }
 	}
+	claimsDir := func(p *FSProvider) func(string) bool {
+		dir := p.workQ.Dir() + "/claims"
+		return func(path string) bool { return path == dir }
+	}
+	// The mark is written over the claim in place (fsqueue, "Claims
+	// written in place"): a failed or short write, or a failed touch of
+	// claims/ after it, puts the old claim back.
 	faults := append([]ackFault{
 		{name: "staged completion write fails (ENOSPC)", op: "write", match: anyPath(isStaged), inject: failWith("write", syscall.ENOSPC), want: syscall.ENOSPC},
 		{name: "claim mark write fails (EIO)", op: "write", match: claim, inject: failWith("write", syscall.EIO), want: syscall.EIO},
-		{name: "claim mark rename fails (EIO)", op: "rename", match: claim, inject: failWith("rename", syscall.EIO), want: syscall.EIO},
+		{name: "claim mark short write (ENOSPC after 10 bytes)", op: "write", match: claim, inject: shortWrite(10, syscall.ENOSPC), want: syscall.ENOSPC},
+		{name: "claims/ touch after the mark fails (EIO)", op: "touch", match: claimsDir, inject: failWith("touch", syscall.EIO), want: syscall.EIO},
 	}, logFaults...)
 	for _, c := range faults {
 		t.Run(c.name, func(t *testing.T) {

@@ -31,7 +31,7 @@ var memEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 var memOps = map[string]bool{
 	"open": true, "read": true, "write": true, "sync": true, "syncdir": true,
 	"truncate": true, "rename": true, "link": true, "remove": true,
-	"mkdir": true, "readdir": true,
+	"mkdir": true, "readdir": true, "touch": true,
 }
 
 // MemFS is an in-memory, strict implementation of [FS] for power-loss
@@ -314,6 +314,7 @@ type memFault struct {
 //	"remove"   Remove, RemoveAll
 //	"mkdir"    MkdirAll
 //	"readdir"  ReadDirNames
+//	"touch"    Touch
 //
 // err is returned wrapped in an *fs.PathError (*os.LinkError for rename and
 // link), so errors.Is(err, syscall.ENOSPC) works. Several injections may be
@@ -917,6 +918,25 @@ func (m *MemFS) SyncDir(name string) error {
 	}
 	n.syncedChildren = maps.Clone(n.children)
 	m.synced() // unlocks
+	return nil
+}
+
+// Touch implements FS: name's modification time becomes the next tick.
+func (m *MemFS) Touch(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.faultErr("touch"); err != nil {
+		return memPathErr("touch", name, err)
+	}
+	parts, err := memParts(name)
+	if err != nil {
+		return memPathErr("touch", name, err)
+	}
+	n, err := m.lookup(parts)
+	if err != nil {
+		return memPathErr("touch", name, err)
+	}
+	n.modTime = m.tick()
 	return nil
 }
 

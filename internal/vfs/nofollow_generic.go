@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // The portable (check-then-use) implementation of NoFollow: every component
@@ -88,6 +89,21 @@ func (n *noFollowFS) gLink(oldpath, newpath string) error {
 		return err
 	}
 	return os.Link(oldpath, newpath)
+}
+
+func (n *noFollowFS) gTouch(name string) error {
+	if err := n.gCheckParents("touch", name); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return &fs.PathError{Op: "touch", Path: name, Err: ErrSymlink}
+	}
+	now := time.Now()
+	return os.Chtimes(name, now, now)
 }
 
 func (n *noFollowFS) gRemove(name string) error {

@@ -53,6 +53,9 @@ func (n *noFollowFS) MkdirAll(name string, _ fs.FileMode) error {
 // SyncDir implements FS.
 func (n *noFollowFS) SyncDir(name string) error { return n.gSyncDir(name) }
 
+// Touch implements FS.
+func (n *noFollowFS) Touch(name string) error { return n.gTouch(name) }
+
 // Lock implements FS.
 func (n *noFollowFS) Lock(ctx context.Context, name string) (Unlocker, error) {
 	return n.gLock(ctx, name)

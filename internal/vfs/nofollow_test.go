@@ -101,6 +101,9 @@ func TestNoFollowRefusesLinks(t *testing.T) {
 				what string
 				do   func() error
 			}{
+				{"touch a file link", func() error { return fsys.Touch(j("lnkfile")) }},
+				{"touch a folder link", func() error { return fsys.Touch(j("lnkdir")) }},
+				{"touch in a folder link", func() error { return fsys.Touch(j("lnkdir", "inner")) }},
 				{"open a file link for reading", func() error {
 					f, err := fsys.OpenFile(j("lnkfile"), os.O_RDONLY, 0)
 					if err == nil {
@@ -340,6 +343,47 @@ func TestNoFollowMissingAndPlainPaths(t *testing.T) {
 			// A regular file in place of a directory is not a link.
 			if err := fsys.MkdirAll(filepath.Join(p.root, "d", "f", "x"), vfs.DirPerm); err == nil || errors.Is(err, vfs.ErrSymlink) {
 				t.Errorf("MkdirAll under a regular file: %v, want a not-a-directory error", err)
+			}
+		})
+	}
+}
+
+// TestTouch: Touch moves a directory's and a file's modification time
+// forward, on every implementation.
+func TestTouch(t *testing.T) {
+	impls := []struct {
+		name string
+		new  func(root string) vfs.FS
+	}{
+		{"os", func(string) vfs.FS { return vfs.OS{} }},
+		{"memfs", func(string) vfs.FS { return vfs.NewStrictMem() }},
+	}
+	for _, impl := range noFollowImpls {
+		impls = append(impls, struct {
+			name string
+			new  func(root string) vfs.FS
+		}{"nofollow " + impl.name, func(root string) vfs.FS { return impl.new(root, vfs.Perm{}) }})
+	}
+	for _, impl := range impls {
+		t.Run(impl.name, func(t *testing.T) {
+			root := t.TempDir()
+			fsys := impl.new(root)
+			dir, file := filepath.Join(root, "d"), filepath.Join(root, "d", "f")
+			must(t, fsys.MkdirAll(dir, vfs.DirPerm))
+			must(t, vfs.WriteFile(fsys, file, []byte("x")))
+			for _, name := range []string{dir, file} {
+				before, err := fsys.Lstat(name)
+				must(t, err)
+				time.Sleep(20 * time.Millisecond) // past a coarse timestamp tick
+				must(t, fsys.Touch(name))
+				after, err := fsys.Lstat(name)
+				must(t, err)
+				if !after.ModTime().After(before.ModTime()) {
+					t.Errorf("Touch(%s): mtime %v, before %v", name, after.ModTime(), before.ModTime())
+				}
+			}
+			if err := fsys.Touch(filepath.Join(root, "missing")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Touch of a missing file: %v, want ErrNotExist", err)
 			}
 		})
 	}

@@ -63,6 +63,12 @@ func (OS) RemoveAll(name string) error { return os.RemoveAll(name) }
 // MkdirAll implements FS.
 func (OS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
 
+// Touch implements FS (following links: OS is the plain file system).
+func (OS) Touch(name string) error {
+	now := time.Now()
+	return os.Chtimes(name, now, now)
+}
+
 // SyncDir implements FS (see syncdir_*.go: a no-op where directories cannot be
 // opened for sync, such as Windows).
 func (OS) SyncDir(name string) error { return syncDir(name) }

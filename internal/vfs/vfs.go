@@ -71,6 +71,11 @@ type FS interface {
 	MkdirAll(name string, perm fs.FileMode) error
 	// SyncDir makes the directory's entries (creates, renames, unlinks) durable.
 	SyncDir(name string) error
+	// Touch sets name's modification time to now, as a change of its entries
+	// does for a directory ([NoFollow] refuses a symbolic link). A file
+	// rewritten in place leaves its directory's mtime alone; touching the
+	// directory tells caches keyed on that mtime to look again.
+	Touch(name string) error
 	// Lock takes an exclusive advisory lock on the lock file at name,
 	// creating it if it is missing (its directory must exist), waiting until
 	// ctx is done. It excludes other processes and other goroutines of this

@@ -1,8 +1,10 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,4 +151,78 @@ func CreateExclusive(fsys FS, path string, data []byte, noDirSync bool) error {
 		return fmt.Errorf("vfs: create %s: sync dir: %w", path, err)
 	}
 	return nil
+}
+
+// InPlaceBlock is the size unit of files written in place: a new or outgrown
+// file is padded to a multiple of it, so that later versions fit.
+const InPlaceBlock = 512
+
+// maxInPlace bounds the files [Overwrite] writes in place (a larger one was
+// damaged or written by someone else: replace it).
+const maxInPlace = 1 << 20
+
+// Overwrite writes data over the existing regular file at path in place, at
+// offset 0 in one write, padded with spaces to the file's size, if the file
+// is at least as large as data (and at most 1 MiB): no new inode, no rename,
+// no freed blocks. done is false if it did not try - no such file, a
+// symbolic link (never written through), a file too small or too large -
+// and then the caller replaces the file, padded with [Pad] to a multiple of
+// [InPlaceBlock]. If then is not nil it runs after the write; if it fails,
+// the write is undone. On a failed or short write, or a failed then, it
+// writes the old content back, best effort, and fails.
+//
+// Use it only for files whose every writer and every deciding reader holds
+// one lock, and whose content is JSON (trailing spaces are insignificant): a
+// reader without the lock can read a torn mix of two versions. A kill -9 does
+// not tear a write of one page (a fatal signal is checked between pages); a
+// power loss can, as it can lose an unsynced replace - such files must be
+// volatile, redone or ignored when unparseable after a power loss.
+func Overwrite(fsys FS, path string, data []byte, then func() error) (done bool, err error) {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if IsNotExist(err) || errors.Is(err, ErrSymlink) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return true, fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() < int64(len(data)) || fi.Size() > maxInPlace {
+		return false, nil
+	}
+	old := make([]byte, fi.Size())
+	if _, err := f.ReadAt(old, 0); err != nil {
+		return true, fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	n, err := f.Write(Pad(data, len(old)))
+	if err == nil && n != len(old) {
+		err = io.ErrShortWrite
+	}
+	if err == nil && then != nil {
+		err = then()
+	}
+	if err == nil {
+		return true, nil
+	}
+	if _, serr := f.Seek(0, io.SeekStart); serr == nil {
+		_, _ = f.Write(old)
+	}
+	return true, fmt.Errorf("vfs: write %s: %w", path, err)
+}
+
+// Pad returns data followed by spaces up to size bytes (data itself if it is
+// not shorter).
+func Pad(data []byte, size int) []byte {
+	if len(data) >= size {
+		return data
+	}
+	return append(data, bytes.Repeat([]byte{' '}, size-len(data))...)
+}
+
+// PadBlock pads data with spaces to a multiple of [InPlaceBlock].
+func PadBlock(data []byte) []byte {
+	return Pad(data, (len(data)+InPlaceBlock-1)/InPlaceBlock*InPlaceBlock)
 }
