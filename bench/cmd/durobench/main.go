@@ -62,6 +62,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	dispatchers := fs.Int("dispatchers", 0, "orchestration dispatchers per throughput/restart process (default 2)")
 	workers := fs.Int("workers", 0, "activity workers per throughput/restart process (default 2)")
+	fanout := fs.Int("fanout", 0, "width of the throughput section's fan-out (default 500; larger makes runs longer and steadier)")
+	chains := fs.Int("chains", 0, "instances of the throughput section's chain workload (default 200)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -88,7 +90,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if *only != "" {
 		cfg.Only = split(*only)
 	}
-	if *dispatchers > 0 || *workers > 0 {
+	if *dispatchers > 0 || *workers > 0 || *fanout > 0 || *chains > 0 {
 		sz := harness.DefaultSizes()
 		if *quick {
 			sz = harness.QuickSizes()
@@ -98,6 +100,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		if *workers > 0 {
 			sz.Workers = *workers
+		}
+		if *fanout > 0 {
+			sz.FanOut = *fanout
+		}
+		if *chains > 0 {
+			sz.ChainInstances = *chains
 		}
 		cfg.Sizes = &sz
 	}
