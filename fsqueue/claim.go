@@ -452,9 +452,9 @@ func (q *Queue) PeekClaim(name string) (c Claim, exists bool, err error) {
 // durable queue replaces it atomically and fsyncs it. A queue with
 // VolatileClaims writes it in place when it fits ([vfs.Overwrite]) and then
 // touches claims/, so that pre-filter caches keyed on the directory's mtime
-// look again (a failed touch undoes the write); a new or outgrown claim is replaced atomically, padded to a
-// multiple of [vfs.InPlaceBlock] so that later versions fit (doc.go, "Claims
-// written in place").
+// look again (a failed touch undoes the write); a new or outgrown claim is
+// replaced atomically, unsynced, padded to a multiple of [vfs.InPlaceBlock]
+// so that later versions fit (doc.go, "Claims written in place").
 func (q *Queue) writeClaim(name string, c Claim) error {
 	data, err := json.Marshal(c)
 	if err != nil {

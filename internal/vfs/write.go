@@ -213,13 +213,16 @@ func Overwrite(fsys FS, path string, data []byte, then func() error) (done bool,
 	return true, fmt.Errorf("vfs: write %s: %w", path, err)
 }
 
-// Pad returns data followed by spaces up to size bytes (data itself if it is
-// not shorter).
+// Pad returns data followed by spaces up to size bytes, in a new slice
+// (data itself if it is not shorter).
 func Pad(data []byte, size int) []byte {
 	if len(data) >= size {
 		return data
 	}
-	return append(data, bytes.Repeat([]byte{' '}, size-len(data))...)
+	out := make([]byte, size)
+	copy(out, data)
+	copy(out[len(data):], bytes.Repeat([]byte{' '}, size-len(data)))
+	return out
 }
 
 // PadBlock pads data with spaces to a multiple of [InPlaceBlock].
