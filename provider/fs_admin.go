@@ -48,7 +48,7 @@ var _ Admin = (*FSProvider)(nil)
 // capability.
 func (p *FSProvider) Admin() (Admin, bool) { return p, true }
 
-// instanceInfoFile is an instance with its key, from a directory scan.
+// scannedInstance is an instance with its key and record file.
 type scannedInstance struct {
 	key string
 	f   *instanceFile
@@ -62,8 +62,14 @@ func (p *FSProvider) scanInstances() ([]scannedInstance, error) {
 		return nil, err
 	}
 	sort.Strings(names)
-	out := make([]scannedInstance, 0, len(names))
-	for _, k := range names {
+	return p.readInstances(names)
+}
+
+// readInstances reads the instance.json of each key, in order, skipping
+// keys without one and (with a warning) keys whose file does not decode.
+func (p *FSProvider) readInstances(keys []string) ([]scannedInstance, error) {
+	out := make([]scannedInstance, 0, len(keys))
+	for _, k := range keys {
 		f, err := p.readInstanceFile(k)
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) {

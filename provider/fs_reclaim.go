@@ -41,7 +41,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -203,16 +202,10 @@ func (p *FSProvider) removeChild(parent, key string) error {
 	return p.rmdirIfEmpty(dir)
 }
 
-// indexedChild is a child found through the index, with its record.
-type indexedChild struct {
-	key string
-	f   *instanceFile
-}
-
 // childrenOf returns the children of instance parent, sorted by key: the
 // index entries whose instance record names parent as its parent. Cost:
 // one listing and one instance.json per entry.
-func (p *FSProvider) childrenOf(parent string) ([]indexedChild, error) {
+func (p *FSProvider) childrenOf(parent string) ([]scannedInstance, error) {
 	keys, err := p.fs.ReadDirNames(p.childrenDir(parent))
 	if vfs.IsNotExist(err) {
 		return nil, nil
@@ -220,25 +213,15 @@ func (p *FSProvider) childrenOf(parent string) ([]indexedChild, error) {
 	if err != nil {
 		return nil, err
 	}
+	keys = slices.DeleteFunc(keys, vfs.IsTemp)
 	slices.Sort(keys)
-	var out []indexedChild
-	for _, k := range keys {
-		if vfs.IsTemp(k) {
-			continue
-		}
-		f, err := p.readInstanceFile(k)
-		if err != nil {
-			if errors.Is(err, ErrCorrupt) {
-				p.log.Warn("durofs: unreadable instance file skipped", "key", k, "err", err)
-				continue
-			}
-			return nil, err
-		}
-		if f != nil && f.Record != nil && f.Record.ParentInstanceID != nil && *f.Record.ParentInstanceID == parent {
-			out = append(out, indexedChild{k, f})
-		}
+	recs, err := p.readInstances(keys)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return slices.DeleteFunc(recs, func(c scannedInstance) bool {
+		return c.f.Record == nil || c.f.Record.ParentInstanceID == nil || *c.f.Record.ParentInstanceID != parent
+	}), nil
 }
 
 // treeIDs returns root and all its descendants, breadth first, through the
