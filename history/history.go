@@ -201,6 +201,12 @@ func (l *Log) Append(recs []Record) error {
 // directory even if it appends nothing, so that a successful return means
 // recs are durable.
 func (l *Log) AppendAt(base int, recs []Record) (appended int, err error) {
+	return l.appendAt(Mark{}, base, recs)
+}
+
+// appendAt is AppendAt reading the log from the trusted mark from on
+// (from.Records <= base; the zero Mark reads it whole).
+func (l *Log) appendAt(from Mark, base int, recs []Record) (appended int, err error) {
 	if base < 0 {
 		return 0, fmt.Errorf("history: append to %s at %d: negative base: %w", l.path, base, ErrInvalid)
 	}
@@ -209,19 +215,20 @@ func (l *Log) AppendAt(base int, recs []Record) (appended int, err error) {
 			return 0, err
 		}
 	}
-	s, exists, err := l.scan()
+	s, exists, err := l.scanAfter(from)
 	if err != nil {
 		return 0, err
 	}
-	n := len(s.Records)
+	have := s.Records // records from.Records, from.Records+1, ...
+	n := from.Records + len(have)
 	if n < base || n > base+len(recs) {
 		return 0, fmt.Errorf("history: append %d records to %s at %d: log has %d records: %w",
 			len(recs), l.path, base, n, ErrConflict)
 	}
 	for i := base; i < n; i++ {
-		if !s.Records[i].equal(recs[i-base]) {
+		if r := have[i-from.Records]; !r.equal(recs[i-base]) {
 			return 0, fmt.Errorf("history: append to %s at %d: record %d (id %d) differs from the one in the log (id %d): %w",
-				l.path, base, i, recs[i-base].ID, s.Records[i].ID, ErrConflict)
+				l.path, base, i, recs[i-base].ID, r.ID, ErrConflict)
 		}
 	}
 	missing := recs[n-base:]
@@ -303,13 +310,7 @@ func (l *Log) scan() (s Scan, exists bool, err error) {
 		if vfs.IsNotExist(err) {
 			return Scan{}, false, nil
 		}
-		if errors.Is(err, vfs.ErrSymlink) {
-			// A link planted in place of the log is never followed: the log
-			// is unusable, as if its first line were corrupt.
-			return Scan{}, true, &CorruptError{Path: l.path, Line: 1,
-				Reason: "the log file is a symbolic link, which is not followed", Err: err}
-		}
-		return Scan{}, false, fmt.Errorf("history: read %s: %w", l.path, err)
+		return Scan{}, errors.Is(err, vfs.ErrSymlink), l.readError(err)
 	}
 	s, cerr := parse(data)
 	if cerr != nil {

@@ -364,6 +364,7 @@ func TestAppendAt(t *testing.T) {
 		{"partial plus torn fragment", append(encode(t, r[0]), encode(t, r[1])[:25]...), 0, r[:3], 2, r[:3], nil},
 		{"partial plus zeros", append(encode(t, r[0]), make([]byte, 4096)...), 0, r[:3], 2, r[:3], nil},
 		{"only torn fragment", encode(t, r[0])[:10], 0, r[:3], 3, r[:3], nil},
+		{"continue after torn fragment", append(encode(t, r[:3]...), encode(t, r[3])[:7]...), 3, r[3:5], 2, r, nil},
 		{"empty batch at end", full3, 3, nil, 0, r[:3], nil},
 		{"empty batch on missing file", nil, 0, nil, 0, nil, nil},
 		{"base beyond end", full3, 4, r[4:5], 0, nil, ErrConflict},
@@ -410,6 +411,36 @@ func TestAppendAt(t *testing.T) {
 				if n, err := l.AppendAt(tt.base, tt.recs); err != nil || n != 0 {
 					t.Fatalf("repeated AppendAt = %d, %v", n, err)
 				}
+			}
+			mustRead(t, l, tt.want, 0)
+		})
+		// The same through AppendAtMark, with the mark of record base
+		// (where the initial log has that many complete records).
+		full := 0
+		for full < len(r) && bytes.HasPrefix(tt.initial, encode(t, r[:full+1]...)) {
+			full++
+		}
+		if tt.base <= 0 || tt.base > full {
+			continue
+		}
+		t.Run(tt.name+" at mark", func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "log")
+			writeFile(t, path, tt.initial)
+			l := Open(vfs.OS{}, path)
+			m := Mark{Size: int64(len(encode(t, r[:tt.base]...))), Records: tt.base}
+			n, err := l.AppendAtMark(m, tt.recs)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) || n != 0 || !bytes.Equal(readFile(t, path), tt.initial) {
+					t.Fatalf("AppendAtMark = %d, %v, want %v and no change", n, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || n != tt.appended {
+				t.Fatalf("AppendAtMark = %d, %v, want %d", n, err, tt.appended)
+			}
+			mustRead(t, l, tt.want, 0)
+			if n, err := l.AppendAtMark(m, tt.recs); err != nil || n != 0 {
+				t.Fatalf("repeated AppendAtMark = %d, %v", n, err)
 			}
 			mustRead(t, l, tt.want, 0)
 		})

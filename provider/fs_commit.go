@@ -14,6 +14,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/failpoint"
@@ -35,6 +37,11 @@ type commitRecord struct {
 	// HistoryBase is the number of records in the execution's history
 	// before the delta; the delta is appended at that position.
 	HistoryBase int `json:"history_base,omitempty"`
+	// HistoryOffset is the byte offset of record HistoryBase in the
+	// history file, as the ack read it (0: not known). The apply appends
+	// there after reading only what follows it (history.Log.AppendAtMark);
+	// a file that does not reach it is appended to by a whole read.
+	HistoryOffset int64 `json:"history_offset,omitempty"`
 	// History holds each event's exact bytes (base64 in JSON, so that
 	// re-encoding never alters an event: unknown events round-trip verbatim).
 	History    [][]byte `json:"history,omitempty"`
@@ -204,20 +211,27 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	// even when the stored events themselves no longer decode (test 128).
 	// A history that lost committed events is never extended: the delta
 	// would land at the wrong position, after a hole.
-	scan, err := p.readCommittedHistory(key, executionID)
+	ids, end, err := p.historyEnd(key, executionID)
 	if err != nil && !errors.Is(err, history.ErrCorrupt) {
 		return nil, nil, Retryablef(op, err, "read history: %v", err)
 	}
 	if err != nil {
 		return nil, nil, Permanentf(op, ErrCorrupt, "history of execution %d is corrupt and cannot be appended to: %v", executionID, err)
 	}
-	existing := make(map[uint64]bool, len(scan.Records))
-	for _, r := range scan.Records {
-		existing[r.ID] = true
+	// Which of the delta's ids the history has already: one pass over the
+	// history's ids, whatever the delta's size.
+	existing := make(map[uint64]bool, len(delta))
+	for _, ev := range delta {
+		existing[ev.EventID] = false
+	}
+	for _, id := range ids {
+		if _, ok := existing[id]; ok {
+			existing[id] = true
+		}
 	}
 	rec := &commitRecord{
 		Instance: instance, Key: key, LeaseToken: cur.Token, Fence: cur.Fence,
-		ExecutionID: executionID, CommittedMs: nowMs, HistoryBase: len(scan.Records),
+		ExecutionID: executionID, CommittedMs: nowMs, HistoryBase: end.Records, HistoryOffset: end.Size,
 	}
 	seen := map[uint64]bool{}
 	var lastCustom *CustomStatusUpdated
@@ -280,6 +294,9 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	if ef != nil {
 		ne = *ef
 	}
+	if ne.Generation == "" {
+		ne.Generation = uuid.NewString()
+	}
 	if md.PinnedDuroxideVersion != nil {
 		s := md.PinnedDuroxideVersion.String()
 		ne.Pinned = &s
@@ -293,7 +310,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 			ne.CompletedAtMs = &c
 		}
 	}
-	ne.EventCount = uint64(len(scan.Records) + len(delta))
+	ne.EventCount = uint64(end.Records + len(delta))
 	rec.ExecutionFile = &ne
 
 	// Summary counters of the instance file.
@@ -495,7 +512,13 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 				err = nil
 			}
 		} else {
-			_, err = h.AppendAt(rec.HistoryBase, recs)
+			err = history.ErrMoved
+			if rec.HistoryOffset > 0 {
+				_, err = h.AppendAtMark(history.Mark{Size: rec.HistoryOffset, Records: rec.HistoryBase}, recs)
+			}
+			if errors.Is(err, history.ErrMoved) {
+				_, err = h.AppendAt(rec.HistoryBase, recs)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("append history: %w", err)

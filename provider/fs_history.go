@@ -34,10 +34,10 @@ func (p *FSProvider) ReadWithExecution(ctx context.Context, instance string, exe
 // execution): it is read again under the flock, after finishing a pending
 // commit, before it is reported as loss.
 func (p *FSProvider) readExec(ctx context.Context, op, key string, exec uint64) ([]Event, error) {
-	events, herr, err := p.loadHistory(key, exec)
+	events, herr, err := p.loadHistory(key, exec, false)
 	if errors.Is(herr, history.ErrTruncated) {
 		err = p.settled(ctx, key, func() error {
-			events, herr, err = p.loadHistory(key, exec)
+			events, herr, err = p.loadHistory(key, exec, false)
 			return err
 		})
 	}

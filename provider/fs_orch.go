@@ -598,7 +598,7 @@ func (p *FSProvider) deleteOrphans(batch []string, instance string) {
 // historyErr (the fetch still returns the item, lock held); err is an I/O
 // failure.
 func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, historyErr *string, err error) {
-	events, herr, err := p.loadHistory(key, exec)
+	events, herr, err := p.loadHistory(key, exec, true)
 	if herr != nil {
 		msg := fmt.Sprintf("Failed to deserialize history: %v", herr)
 		return nil, &msg, nil
@@ -609,15 +609,19 @@ func (p *FSProvider) readHistory(key string, exec uint64) (events []Event, histo
 // loadHistory reads and decodes one execution's history. herr says why the
 // stored history cannot be used (corrupt, truncated, an undecodable event);
 // err is an I/O failure.
-// A process keeps the events it decoded (histcache.go) and decodes only
-// those appended since.
-func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr, err error) {
-	committed, err := p.committedCount(key, exec)
+// A caller holding the instance flock (locked), after redoPending, reads
+// through the process's history cache (histcache.go), which decodes only
+// the events appended since the process last read the history; an unlocked
+// reader reads the file whole.
+func (p *FSProvider) loadHistory(key string, exec uint64, locked bool) (events []Event, herr, err error) {
+	committed, gen, err := p.committedCount(key, exec)
 	if err != nil {
 		return nil, nil, err
 	}
-	if events, ok := p.loadHistoryCached(key, exec, committed); ok {
-		return events, nil, nil
+	if locked {
+		if events, ok := p.loadHistoryCached(key, exec, gen, committed); ok {
+			return events, nil, nil
+		}
 	}
 	// Read again, to say what is wrong (or to find that it no longer is).
 	scan, err := history.Open(p.fs, p.historyPath(key, exec)).ReadCommitted(committed)
@@ -656,7 +660,7 @@ func (p *FSProvider) loadHistory(key string, exec uint64) (events []Event, herr,
 // an apply sees the history at least as long as the count it read (see
 // readExec for the rest of that race).
 func (p *FSProvider) readCommittedHistory(key string, exec uint64) (history.Scan, error) {
-	committed, err := p.committedCount(key, exec)
+	committed, _, err := p.committedCount(key, exec)
 	if err != nil {
 		return history.Scan{}, err
 	}
@@ -665,16 +669,17 @@ func (p *FSProvider) readCommittedHistory(key string, exec uint64) (history.Scan
 
 // committedCount is the number of events state.json says were committed to
 // an execution's history (0 when there is no readable state.json: then
-// nothing is known, and nothing is checked).
-func (p *FSProvider) committedCount(key string, exec uint64) (int, error) {
+// nothing is known, and nothing is checked), and the execution's
+// generation ("" if it has none).
+func (p *FSProvider) committedCount(key string, exec uint64) (int, string, error) {
 	ef, err := p.readExecutionFile(key, exec)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
-		return 0, err
+		return 0, "", err
 	}
 	if err == nil && ef != nil {
-		return int(min(ef.EventCount, uint64(math.MaxInt32))), nil
+		return int(min(ef.EventCount, uint64(math.MaxInt32))), ef.Generation, nil
 	}
-	return 0, nil
+	return 0, "", nil
 }
 
 // AbandonOrchestrationItem implements Provider. Expiry is not checked (as in

@@ -91,6 +91,17 @@ type executionFile struct {
 	StartedAtMs   int64   `json:"started_at_ms"`
 	CompletedAtMs *int64  `json:"completed_at_ms"`
 	EventCount    uint64  `json:"event_count"`
+	// Generation names the execution's history file as one log: a random
+	// id an ack gives the execution when it first writes its state.json,
+	// kept by every later one. A history is only ever appended to (or
+	// rewritten with the bytes it had) while its execution keeps its
+	// generation: it is removed only with its state.json, and a new one
+	// comes with a new state.json, so with a new generation. A process
+	// that read a history may therefore keep its records keyed on the
+	// generation and read only what was appended since (histcache.go).
+	// Empty in directories written before it existed and in go-workflows
+	// executions: their histories are read whole.
+	Generation string `json:"generation,omitempty"`
 }
 
 func jsonMarshal(v any) ([]byte, error) {

@@ -14,15 +14,24 @@ const histCacheBytes = 8 << 20
 
 // histCache keeps the decoded events of the executions a process read
 // last, each with the history.Mark of the bytes they came from, so that
-// reading a history again decodes only the events appended since
+// reading a history again reads and decodes only the events appended since
 // (history.Log.ReadAfter): a long orchestration's turns (a fan-out's
-// hundreds of completions) would otherwise decode its whole history again
-// at every turn, in every process. It is a cache of what the file said,
-// never a source of truth: every read still reads state.json's committed
-// count and the whole file, and uses the cached events only if the file
-// still begins with the very bytes they were decoded from (same length and
-// CRC-32C); a file cut, emptied, rewritten, replaced or removed is decoded
-// afresh, with every check a whole read makes.
+// thousands of completions) would otherwise read, check and decode its
+// whole history at every fetch and every ack, in every process.
+//
+// Why the cached events stay true: an entry is keyed on the execution's
+// generation (executionFile.Generation), and is used only under the
+// instance flock, after redoPending, with the generation just read from
+// state.json. While an execution keeps its generation its history file is
+// one append-only log - the applies append at the committed position, a
+// replay rewrites records with the bytes they had, a repair cuts only a
+// torn tail no mark covers - so the bytes a mark covers never change. A
+// history removed and created anew (an instance deleted and started again)
+// comes with a new state.json and so a new generation, never read through
+// an old entry. What ReadAfter can see cheaply it still checks (the file
+// reaches the mark, a line ends there); anything unusual - a moved file, a
+// corrupt or undecodable record, fewer records than committed, an I/O
+// error - drops the entry and the history is read whole, with every check.
 // Least recently used entries go first.
 type histCache struct {
 	mu    sync.Mutex
@@ -34,50 +43,54 @@ type histCache struct {
 type histKey struct {
 	key  string
 	exec uint64
+	gen  string // the execution's generation
 }
 
 type histEntry struct {
-	k      histKey
-	mark   history.Mark
-	events []Event // never changed after it is stored: extended by copy
+	k    histKey
+	mark history.Mark
+	// events are the decoded records and ids their record ids (as the
+	// frames say, which ack validation uses). Neither is changed after it
+	// is stored: an entry is extended by copy.
+	events []Event
+	ids    []uint64
 }
 
-// get returns the cached entry of k (its events are shared: callers copy).
-func (c *histCache) get(k histKey) (history.Mark, []Event, bool) {
+// get returns the cached entry of k (shared: callers copy).
+func (c *histCache) get(k histKey) (*histEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.m[k]
 	if !ok {
-		return history.Mark{}, nil, false
+		return nil, false
 	}
 	c.lru.MoveToFront(el)
-	e := el.Value.(*histEntry)
-	return e.mark, e.events, true
+	return el.Value.(*histEntry), true
 }
 
-// put stores events as what the file holds up to mark.
-func (c *histCache) put(k histKey, mark history.Mark, events []Event) {
+// put stores e as what the file holds up to e.mark.
+func (c *histCache) put(e *histEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[histKey]*list.Element{}
 	}
-	if el, ok := c.m[k]; ok {
+	if el, ok := c.m[e.k]; ok {
 		c.bytes -= el.Value.(*histEntry).mark.Size
 		c.lru.Remove(el)
-		delete(c.m, k)
+		delete(c.m, e.k)
 	}
-	if mark.Size > histCacheBytes/4 {
+	if e.mark.Size > histCacheBytes/4 {
 		return // one huge history would push everything else out
 	}
-	c.m[k] = c.lru.PushFront(&histEntry{k: k, mark: mark, events: events})
-	c.bytes += mark.Size
+	c.m[e.k] = c.lru.PushFront(e)
+	c.bytes += e.mark.Size
 	for c.bytes > histCacheBytes {
 		el := c.lru.Back()
-		e := el.Value.(*histEntry)
-		c.bytes -= e.mark.Size
+		old := el.Value.(*histEntry)
+		c.bytes -= old.mark.Size
 		c.lru.Remove(el)
-		delete(c.m, e.k)
+		delete(c.m, old.k)
 	}
 }
 
@@ -92,28 +105,36 @@ func (c *histCache) drop(k histKey) {
 	}
 }
 
-// loadHistoryCached is loadHistory through the cache: it reads the file,
-// checks that it still begins with the bytes the cached events came from
-// (history.Log.ReadAfter: their length and CRC-32C), decodes only the
-// records after them, checks the total against the committed count, and
-// returns a copy of the cached events extended by the new ones. Without an
-// entry it reads and decodes the whole file the same way. Anything unusual
-// - a moved file, a corrupt or undecodable record, fewer records than
-// committed, an I/O error - returns ok false, and loadHistory reads the
-// file again as it always did, to report what is wrong.
-func (p *FSProvider) loadHistoryCached(key string, exec uint64, committed int) ([]Event, bool) {
-	k := histKey{key, exec}
-	mark, cached, _ := p.hist.get(k)
-	s, next, err := history.Open(p.fs, p.historyPath(key, exec)).ReadAfter(mark)
+// loadHistoryCached is loadHistory through the cache, for a caller holding
+// the instance flock: it reads the records after the cached mark
+// (history.Log.ReadAfter), checks the total against the committed count,
+// and returns a copy of the cached events extended by the new ones.
+// Without an entry it reads and decodes the whole file the same way. An
+// execution without a generation is not cached. Anything unusual returns
+// ok false, and loadHistory reads the file again as it always did, to
+// report what is wrong.
+func (p *FSProvider) loadHistoryCached(key string, exec uint64, gen string, committed int) ([]Event, bool) {
+	if gen == "" {
+		return nil, false
+	}
+	k := histKey{key, exec, gen}
+	e, _ := p.hist.get(k)
+	if e == nil {
+		e = &histEntry{k: k}
+	}
+	s, next, err := history.Open(p.fs, p.historyPath(key, exec)).ReadAfter(e.mark)
 	if err != nil || next.Records < committed {
 		p.hist.drop(k)
 		return nil, false
 	}
 	if len(s.Records) == 0 {
-		return slices.Clone(cached), true
+		return slices.Clone(e.events), true
 	}
-	events := make([]Event, len(cached), len(cached)+len(s.Records))
-	copy(events, cached)
+	n := &histEntry{k: k, mark: next,
+		events: make([]Event, len(e.events), next.Records),
+		ids:    make([]uint64, len(e.ids), next.Records)}
+	copy(n.events, e.events)
+	copy(n.ids, e.ids)
 	for _, r := range s.Records {
 		var ev Event
 		// Not json.Unmarshal, which would check the payload's syntax once
@@ -122,8 +143,47 @@ func (p *FSProvider) loadHistoryCached(key string, exec uint64, committed int) (
 			p.hist.drop(k)
 			return nil, false
 		}
-		events = append(events, ev)
+		n.events = append(n.events, ev)
+		n.ids = append(n.ids, r.ID)
 	}
-	p.hist.put(k, next, events)
-	return slices.Clone(events), true
+	p.hist.put(n)
+	return slices.Clone(n.events), true
+}
+
+// historyEnd returns what an ack extending an execution's history needs,
+// under the instance flock after redoPending: the record ids of the
+// history (from the record frames, so an ack works even when stored events
+// no longer decode) and the mark at its end, where the ack's events go.
+// It reads through the cache as loadHistoryCached does, but reads the file
+// whole, and caches nothing, when there is no entry. A history with fewer
+// records than committed yields a *history.TruncatedError, a corrupt one a
+// *history.CorruptError.
+func (p *FSProvider) historyEnd(key string, exec uint64) (ids []uint64, end history.Mark, err error) {
+	committed, gen, err := p.committedCount(key, exec)
+	if err != nil {
+		return nil, history.Mark{}, err
+	}
+	log := history.Open(p.fs, p.historyPath(key, exec))
+	k := histKey{key, exec, gen}
+	if e, ok := p.hist.get(k); ok && gen != "" {
+		s, next, err := log.ReadAfter(e.mark)
+		if err == nil && next.Records >= committed {
+			ids = make([]uint64, len(e.ids), next.Records)
+			copy(ids, e.ids)
+			for _, r := range s.Records {
+				ids = append(ids, r.ID)
+			}
+			return ids, next, nil
+		}
+		p.hist.drop(k)
+	}
+	scan, err := log.ReadCommitted(committed)
+	if err != nil {
+		return nil, history.Mark{}, err
+	}
+	ids = make([]uint64, len(scan.Records))
+	for i, r := range scan.Records {
+		ids[i] = r.ID
+	}
+	return ids, history.Mark{Size: scan.ValidSize, Records: len(scan.Records)}, nil
 }

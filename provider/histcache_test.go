@@ -3,9 +3,15 @@ package provider
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // TestHistoryCacheServesWhatTheFileHolds: two processes take turns on one
@@ -82,8 +88,10 @@ func BenchmarkFetchLongHistory(b *testing.B) {
 // TestHistoryCacheAfterDeleteAndRecreate: an instance deleted and created
 // again under the same id gets a history file of the same length whose
 // bytes differ (here one activity input, "1" then "2"); a process that
-// read the first one must serve the second (the cache's check covers every
-// byte of the prefix, not its length alone).
+// cached the first one must serve the second. The cache reads only what
+// follows its mark, so nothing but the execution's generation (a new
+// state.json, a new generation) tells the two files apart: keyed without
+// it, the fetch serves input "1".
 func TestHistoryCacheAfterDeleteAndRecreate(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
@@ -95,19 +103,118 @@ func TestHistoryCacheAfterDeleteAndRecreate(t *testing.T) {
 			t.Fatalf("round %d: fetch = %+v, %v", round, it, err)
 		}
 		s := started("a")
+		s.TimestampMs = 1_000_000
 		evs := []Event{s, {EventID: 2, InstanceID: "a", ExecutionID: 1, TimestampMs: s.TimestampMs, DuroxideVersion: "0.1.26", Kind: ActivityScheduled{Name: "A", Input: input}}}
 		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, evs, nil, nil, md("TestOrch", "1.0.0"), nil))
-		h, err := p.Read(ctx, "a")
-		if err != nil || len(h) != 2 {
-			t.Fatalf("round %d: Read = %d events, %v", round, len(h), err)
+		// A fetch under the flock: read through the cache.
+		mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "a", Name: "go", Data: "1"}, 0))
+		it, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || len(it.Item.History) != 2 {
+			t.Fatalf("round %d: fetch = %+v, %v", round, it, err)
 		}
-		if got := h[1].Kind.(ActivityScheduled).Input; got != input {
-			t.Fatalf("round %d: the activity's input is %q, want %q", round, got, input)
+		if got := it.Item.History[1].Kind.(ActivityScheduled).Input; got != input {
+			t.Fatalf("round %d: the fetched activity's input is %q, want %q", round, got, input)
 		}
+		mustNoErr(t, p.AbandonOrchestrationItem(ctx, it.LockToken, 0, true))
 		if round == 0 {
 			if _, err := adm.DeleteInstance(ctx, "a", true); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// historyReadFS counts the bytes read from history files through it.
+type historyReadFS struct {
+	vfs.FS
+	read atomic.Int64
+}
+
+func isHistory(name string) bool { return filepath.Base(name) == "history.jsonl" }
+
+func (f *historyReadFS) ReadFile(name string) ([]byte, error) {
+	data, err := f.FS.ReadFile(name)
+	if isHistory(name) {
+		f.read.Add(int64(len(data)))
+	}
+	return data, err
+}
+
+func (f *historyReadFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil || !isHistory(name) {
+		return file, err
+	}
+	return historyReadFile{File: file, fs: f}, nil
+}
+
+type historyReadFile struct {
+	vfs.File
+	fs *historyReadFS
+}
+
+func (f historyReadFile) Read(p []byte) (int, error) {
+	n, err := f.File.Read(p)
+	f.fs.read.Add(int64(n))
+	return n, err
+}
+
+func (f historyReadFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.fs.read.Add(int64(n))
+	return n, err
+}
+
+// TestTurnReadsOnlyNewHistory: a turn (fetch and ack) on an instance with a
+// long history reads from its history file only what was appended since
+// the process last read it - the fetch reads through the cache, the ack's
+// validation uses the cached record ids and the mark at the end, and the
+// apply appends at that mark - not the whole file, which cost every turn
+// three whole reads.
+func TestTurnReadsOnlyNewHistory(t *testing.T) {
+	ctx := context.Background()
+	hfs := &historyReadFS{FS: vfs.OS{}}
+	p := openT(t, t.TempDir(), Options{fs: hfs, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatal(it, err)
+	}
+	const n = 2000
+	evs := []Event{started("a")}
+	for i := 2; i <= n; i++ {
+		evs = append(evs, Event{EventID: uint64(i), InstanceID: "a", ExecutionID: 1, TimestampMs: 1, DuroxideVersion: "0.1.26",
+			Kind: ActivityScheduled{Name: "A", Input: fmt.Sprint(i)}})
+	}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, evs, nil, nil, md("TestOrch", "1.0.0"), nil))
+	fi, err := os.Stat(p.historyPath(instanceKey("a"), 1))
+	mustNoErr(t, err)
+	whole := fi.Size()
+
+	next := uint64(n + 1)
+	for turn := range 5 {
+		mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "a", Name: "go", Data: "1"}, 0))
+		before := hfs.read.Load()
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || len(it.Item.History) != int(next-1) {
+			t.Fatalf("turn %d: fetch = %+v, %v", turn, it, err)
+		}
+		ev := Event{EventID: next, InstanceID: "a", ExecutionID: 1, TimestampMs: 1, DuroxideVersion: "0.1.26",
+			Kind: ActivityScheduled{Name: "A", Input: fmt.Sprint(next)}}
+		next++
+		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev}, nil, nil, md("TestOrch", "1.0.0"), nil))
+		read := hfs.read.Load() - before
+		if turn == 0 {
+			// The first fetch has no cache entry: it reads the file once.
+			if read < whole || read >= 2*whole {
+				t.Fatalf("turn 0 read %d bytes of a %d-byte history, want one whole read and little more", read, whole)
+			}
+			continue
+		}
+		// What the last turn appended (one short line) and the line ends
+		// before the marks.
+		if read > 512 {
+			t.Fatalf("turn %d read %d bytes of a %d-byte history, want only what was appended since", turn, read, whole)
 		}
 	}
 }
