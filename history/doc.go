@@ -95,6 +95,20 @@
 // [Log.Repair] is steps 1 and 2 alone. On a corrupt log it returns the
 // [CorruptError] and changes nothing.
 //
+// # Reading and appending after a mark
+//
+// A log is only ever appended to: a torn tail is cut before the next append,
+// a redo finds the records already there, a replay rewrites records with the
+// bytes they had. So a prefix of complete records that a reader once saw
+// stays the file's prefix for as long as the file is the same log (not
+// removed and created anew). A [Mark] is such a position; [Log.ReadAfter]
+// and [Log.AppendAtMark] read only the bytes after it, so a reader that keeps
+// what it decoded pays per call for what was appended since, not for the
+// whole log. They trust the mark - whether the file is still the same log is
+// the caller's to know - and check only what needs no reading of the prefix:
+// the file reaches the mark and a line ends just before it ([ErrMoved]
+// otherwise). The zero Mark reads the whole log.
+//
 // # Concurrency
 //
 // A [Log] is not safe for concurrent appends by itself: callers serialize

@@ -24,8 +24,10 @@ const histCacheBytes = 8 << 20
 // instance flock, after redoPending, with the generation just read from
 // state.json. While an execution keeps its generation its history file is
 // one append-only log - the applies append at the committed position, a
-// replay rewrites records with the bytes they had, a repair cuts only a
-// torn tail no mark covers - so the bytes a mark covers never change. A
+// repair cuts only a torn tail no mark covers, and a replay (which rewrites
+// records with the bytes they had) runs only at Open in a process that has
+// the directory alone, before it cached anything - so the bytes a mark
+// covers never change under an entry. A
 // history removed and created anew (an instance deleted and started again)
 // comes with a new state.json and so a new generation, never read through
 // an old entry. What ReadAfter can see cheaply it still checks (the file
