@@ -52,7 +52,9 @@
 //	  instance.json                         durofs's instance file (name, status, current execution,
 //	                                        counters: durofs ls/show read it) plus "gw": every execution
 //	                                        {id, n, queue, name, state, failed, parent {instance, execution,
-//	                                        event}, metadata, created_ns, completed_ns, last_seq, events}
+//	                                        event}, metadata, created_ns, completed_ns, last_seq, events,
+//	                                        history_bytes (the history file's size: a task's commit appends
+//	                                        there without reading the file)}
 //	  executions/<n>/history.jsonl          the execution's history (n = 1, 2, ... per instance id, in
 //	                                        creation order). One record per executed event:
 //	                                        "<crc> <sequence id> <fence> <payload>", payload =

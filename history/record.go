@@ -72,6 +72,17 @@ func checkRecord(r Record) error {
 	return nil
 }
 
+// EncodedSize returns the number of bytes recs take in a log file: the
+// offset after them of a log that holds them alone, and what appending them
+// adds to a log's size.
+func EncodedSize(recs []Record) int64 {
+	var n int64
+	for _, r := range recs {
+		n += int64(encodedLen(r))
+	}
+	return n
+}
+
 // encodedLen is the length of r's line, including the '\n'.
 func encodedLen(r Record) int {
 	return crcLen + 1 + decimalLen(r.ID) + 1 + decimalLen(r.Epoch) + 1 + len(r.Payload) + 1

@@ -124,3 +124,12 @@ func TestDecodeLineRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodedSize: the size of records is the length of their lines.
+func TestEncodedSize(t *testing.T) {
+	for _, rs := range [][]Record{nil, recs(1), recs(1, 22, 333), {{ID: 1 << 60, Epoch: 1 << 40, Payload: []byte(`{"x":"ü"}`)}}} {
+		if got, want := EncodedSize(rs), int64(len(encode(t, rs...))); got != want {
+			t.Errorf("EncodedSize(%v) = %d, want %d", ids(rs), got, want)
+		}
+	}
+}

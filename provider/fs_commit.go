@@ -457,6 +457,22 @@ func (p *FSProvider) instanceFromLease(key string, st orchState) (string, error)
 	return "", Permanentf("ack_orchestration_item", ErrInvalidLockToken, "Invalid lock token: cannot resolve instance")
 }
 
+// appendHistory is the apply's append of recs at record base of h: at the
+// byte offset the committer read (off > 0), reading only what follows it
+// (history.Log.AppendAtMark); without one, or if the file does not agree
+// with it, with a whole read (history.Log.AppendAt), which decides. The
+// offset saves reading; it is never what makes the append right.
+func appendHistory(h *history.Log, base int, off int64, recs []history.Record) error {
+	if off > 0 {
+		_, err := h.AppendAtMark(history.Mark{Size: off, Records: base}, recs)
+		if !errors.Is(err, history.ErrMoved) && !errors.Is(err, history.ErrConflict) && !errors.Is(err, history.ErrInvalid) {
+			return err
+		}
+	}
+	_, err := h.AppendAt(base, recs)
+	return err
+}
+
 // stage writes the staged files of rec's publishes, unsynced: a staged file
 // is read only through a committed record, which carries its bytes too.
 func (p *FSProvider) stage(rec *commitRecord, staged []stagedMsg) error {
@@ -512,13 +528,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 				err = nil
 			}
 		} else {
-			err = history.ErrMoved
-			if rec.HistoryOffset > 0 {
-				_, err = h.AppendAtMark(history.Mark{Size: rec.HistoryOffset, Records: rec.HistoryBase}, recs)
-			}
-			if errors.Is(err, history.ErrMoved) {
-				_, err = h.AppendAt(rec.HistoryBase, recs)
-			}
+			err = appendHistory(h, rec.HistoryBase, rec.HistoryOffset, recs)
 		}
 		if err != nil {
 			return fmt.Errorf("append history: %w", err)

@@ -160,6 +160,11 @@ type gwExec struct {
 	CompletedNs *int64          `json:"completed_ns,omitempty"`
 	LastSeq     int64           `json:"last_seq"`
 	Events      int             `json:"events"`
+	// HistoryBytes is the size of the execution's history file, kept by
+	// every commit that appends to it (0 with events: not known, as in
+	// directories written before it existed). A commit gives it to the
+	// apply as the offset to append at (gwPart.HistoryOffset).
+	HistoryBytes int64 `json:"history_bytes,omitempty"`
 }
 
 func (e *gwExec) public(instance string) WorkflowExecution {
@@ -307,11 +312,14 @@ type gwPart struct {
 	Sticky        string `json:"sticky,omitempty"`
 	StickyUntilMs int64  `json:"sticky_until_ms,omitempty"`
 	// History is appended to execution Exec at position HistoryBase.
-	Exec        uint64   `json:"exec,omitempty"`
-	Fence       uint64   `json:"fence,omitempty"`
-	HistoryBase int      `json:"history_base,omitempty"`
-	History     [][]byte `json:"history,omitempty"`
-	HistoryIDs  []uint64 `json:"history_ids,omitempty"`
+	Exec        uint64 `json:"exec,omitempty"`
+	Fence       uint64 `json:"fence,omitempty"`
+	HistoryBase int    `json:"history_base,omitempty"`
+	// HistoryOffset is the byte offset of record HistoryBase (0: not
+	// known); see commitRecord.HistoryOffset.
+	HistoryOffset int64    `json:"history_offset,omitempty"`
+	History       [][]byte `json:"history,omitempty"`
+	HistoryIDs    []uint64 `json:"history_ids,omitempty"`
 	// InstanceFile is instance.json's complete new content (nil: unchanged;
 	// DeleteInstanceFile: removed); States the state.json of executions.
 	InstanceFile       *gwInstanceFile `json:"instance_file,omitempty"`
@@ -619,7 +627,7 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 				}
 			}
 		} else {
-			_, err = h.AppendAt(pt.HistoryBase, recs)
+			err = appendHistory(h, pt.HistoryBase, pt.HistoryOffset, recs)
 		}
 		if err != nil {
 			return fmt.Errorf("append history: %w", err)

@@ -683,6 +683,11 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 
 	// History and the execution's record.
 	pt.Exec, pt.Fence, pt.HistoryBase = n, cur.Fence, ex.Events
+	known := ex.Events == 0 || ex.HistoryBytes > 0 // the file's size
+	if known {
+		pt.HistoryOffset = ex.HistoryBytes
+	}
+	var added []history.Record
 	for _, ev := range res.Executed {
 		raw, err := gwHistoryPayload(instance, n, ev)
 		if err != nil {
@@ -690,6 +695,10 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 		}
 		pt.History = append(pt.History, raw)
 		pt.HistoryIDs = append(pt.HistoryIDs, gwRecordID(ev.SequenceID))
+		added = append(added, history.Record{ID: gwRecordID(ev.SequenceID), Epoch: pt.Fence, Payload: raw})
+	}
+	if known {
+		ex.HistoryBytes += history.EncodedSize(added)
 	}
 	ex.Events += len(res.Executed)
 	if len(res.Executed) > 0 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -216,5 +217,83 @@ func TestTurnReadsOnlyNewHistory(t *testing.T) {
 		if read > 512 {
 			t.Fatalf("turn %d read %d bytes of a %d-byte history, want only what was appended since", turn, read, whole)
 		}
+	}
+}
+
+// TestAppendHistoryOffsetOnlySavesReading: the apply's append at the offset
+// the committer read gives the same file whatever the offset says - right,
+// unknown, too small, beyond the end, inside a line - and a redo of it
+// changes nothing: the offset saves reading, a whole read decides.
+func TestAppendHistoryOffsetOnlySavesReading(t *testing.T) {
+	rec := func(id uint64) history.Record {
+		return history.Record{ID: id, Epoch: 1, Payload: []byte(fmt.Sprintf(`{"event_id":%d}`, id))}
+	}
+	base := []history.Record{rec(1), rec(2), rec(3)}
+	at3 := history.EncodedSize(base)
+	at2 := history.EncodedSize(base[:2])
+	cases := []struct {
+		name string
+		off  int64
+	}{
+		{"right", at3},
+		{"unknown", 0},
+		{"too small, at a line end", at2},
+		{"beyond the end", at3 + 100},
+		{"inside a line", at3 - 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := history.Open(vfs.OS{}, filepath.Join(t.TempDir(), "history.jsonl"))
+			if _, err := h.AppendAt(0, base); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the apply, then a redo
+				mustNoErr(t, appendHistory(h, 3, c.off, []history.Record{rec(4), rec(5)}))
+				s, err := h.Read()
+				mustNoErr(t, err)
+				if len(s.Records) != 5 || s.Records[3].ID != 4 || s.Records[4].ID != 5 {
+					t.Fatalf("history holds %d records after the append", len(s.Records))
+				}
+			}
+		})
+	}
+}
+
+// TestGWTaskReadsOnlyNewHistory: a go-workflows task's commit appends at
+// the history size instance.json keeps (gwExec.HistoryBytes), so completing
+// a task of a workflow with a long history reads nothing of it.
+func TestGWTaskReadsOnlyNewHistory(t *testing.T) {
+	ctx := context.Background()
+	hfs := &historyReadFS{FS: vfs.OS{}}
+	p := openT(t, t.TempDir(), Options{fs: hfs, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	ref := WorkflowRef{"wf", "e1"}
+	mustNoErr(t, p.CreateWorkflow(ctx, ref, WorkflowStart{Queue: "default", Name: "W"}, gwEv("start", "WorkflowExecutionStarted", 0)))
+	task := gwFetchOf(t, p, "wf")
+	var evs []WorkflowEvent
+	for seq := int64(1); seq <= 2000; seq++ {
+		evs = append(evs, gwEv(fmt.Sprintf("e%d", seq), "ActivityScheduled", seq))
+	}
+	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowActive, Executed: evs}))
+	fi, err := os.Stat(p.historyPath(instanceKey("wf"), 1))
+	mustNoErr(t, err)
+	if fi.Size() < 100_000 {
+		t.Fatalf("history of %d bytes, want a long one", fi.Size())
+	}
+	seq := int64(2001)
+	for turn := range 3 {
+		mustNoErr(t, p.SendWorkflowEvent(ctx, "wf", "", gwEv(fmt.Sprintf("sig%d", turn), "SignalReceived", 0)))
+		before := hfs.read.Load()
+		task := gwFetchOf(t, p, "wf")
+		mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowActive,
+			Executed: []WorkflowEvent{gwEv(fmt.Sprintf("s%d", seq), "SignalReceived", seq)}}))
+		seq++
+		if read := hfs.read.Load() - before; read > 512 {
+			t.Fatalf("turn %d read %d bytes of a %d-byte history, want only the line end before the append", turn, read, fi.Size())
+		}
+	}
+	h, err := p.WorkflowHistory(ctx, ref, nil)
+	mustNoErr(t, err)
+	if len(h) != 2003 || h[2002].SequenceID != 2003 {
+		t.Fatalf("history holds %d events", len(h))
 	}
 }

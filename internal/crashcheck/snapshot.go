@@ -284,8 +284,8 @@ var (
 	recordVolatile   = []string{"created_at_ms", "updated_at_ms"}
 	stateVolatile    = []string{"started_at_ms", "completed_at_ms!", "generation!"}
 	// gwExecVolatile are the volatile fields of each go-workflows execution
-	// in instance.json's "gw".
-	gwExecVolatile = []string{"created_ns", "completed_ns!"}
+	// in instance.json's "gw" (history_bytes follows the history's fences).
+	gwExecVolatile = []string{"created_ns", "completed_ns!", "history_bytes!"}
 )
 
 func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
