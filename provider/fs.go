@@ -162,6 +162,9 @@ type FSProvider struct {
 
 	// stuck holds the commits this process could not apply (fs_stuck.go).
 	stuck stuckSet
+
+	// held is the instance locks this process's fetches hold (fs_held.go).
+	held heldSet
 }
 
 var _ Provider = (*FSProvider)(nil)

@@ -455,6 +455,9 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		if p.skipStuck(c.key) {
 			continue // its commit cannot be applied (fs_stuck.go)
 		}
+		if p.held.held(c.key, p.nowMs()) {
+			continue // this process's task is in flight (fs_held.go)
+		}
 		// A pending event's instance exists (its creation published it);
 		// one that was removed since has nothing to fetch.
 		g, ok, err := p.lockExisting(ctx, c.key, false)
@@ -586,6 +589,7 @@ func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir
 	if err := g.Write(next); err != nil {
 		return nil, fmt.Errorf("durofs: write lease: %w", err)
 	}
+	p.held.hold(key, next.ExpiresAtMs, nowMs)
 	t.Token = orchToken(key, next.Token)
 	return t, nil
 }
@@ -597,6 +601,7 @@ func (p *FSProvider) ExtendWorkflowTask(ctx context.Context, token string, lockF
 	if !ok {
 		return ErrWorkflowTaskLost
 	}
+	p.held.drop(key)
 	guards, unlock, err := p.gwLock(ctx, []string{key})
 	if err != nil {
 		return err
@@ -610,8 +615,13 @@ func (p *FSProvider) ExtendWorkflowTask(ctx context.Context, token string, lockF
 	if cur.Token == "" || cur.Token != lt {
 		return ErrWorkflowTaskLost
 	}
-	cur.ExpiresAtMs = g.Now().UnixMilli() + lockFor.Milliseconds()
-	return g.Write(cur)
+	nowMs := g.Now().UnixMilli()
+	cur.ExpiresAtMs = nowMs + lockFor.Milliseconds()
+	if err := g.Write(cur); err != nil {
+		return err
+	}
+	p.held.hold(key, cur.ExpiresAtMs, nowMs)
+	return nil
 }
 
 // CompleteWorkflowTask commits a task's result in ONE log record: the
@@ -629,6 +639,7 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 	if !ok {
 		return ErrWorkflowTaskLost
 	}
+	p.held.drop(key)
 	keys := []string{key}
 	for _, s := range res.Sends {
 		tk := instanceKey(s.Target.InstanceID)

@@ -209,6 +209,9 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		if p.skipStuck(key) {
 			continue // its commit cannot be applied (fs_stuck.go): retried after a back-off
 		}
+		if p.held.held(key, p.nowMs()) {
+			continue // this process's turn is in flight (fs_held.go)
+		}
 		// An instance without a directory is created only by a fetch of
 		// its start: messages that cannot start it (a completion that
 		// arrived after its instance was deleted) are looked at without
@@ -539,6 +542,7 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 		return nil, Retryablef(op, err, "write lease of %q: %v", instance, err)
 	}
 	failpoint.Hit("fetch.after_lease_write")
+	p.held.hold(key, next.ExpiresAtMs, nowMs)
 	return &LockedOrchestrationItem{Item: item, LockToken: orchToken(key, next.Token), AttemptCount: attempt}, nil
 }
 
@@ -691,6 +695,7 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
+	p.held.drop(key)
 	g, _, err := p.lockExisting(ctx, key, true)
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
@@ -762,6 +767,7 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 	if err != nil {
 		return err
 	}
+	p.held.drop(key)
 	g, _, err := p.lockExisting(ctx, key, true)
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
@@ -788,5 +794,6 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 	if err := g.Write(cur); err != nil {
 		return Retryablef(op, err, "write lease: %v", err)
 	}
+	p.held.hold(key, cur.ExpiresAtMs, nowMs)
 	return nil
 }

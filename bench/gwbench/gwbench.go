@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,13 @@ func startWorker(ctx context.Context, b backend.Backend) (*worker.Worker, error)
 // Worker-process arguments (WorkerMain).
 const workerFlag = "-gwbench-worker"
 
+// WorkerProfileEnv names the environment variable that makes every worker
+// process of a multi-process run write its CPU profile, to
+// "<value>-<store>-<worker name>.prof", the store being the measurement's
+// directory (e.g. tree-durofs-4). The 1-process runs' worker is the
+// measuring process, which gwbench -cpuprofile profiles.
+const WorkerProfileEnv = "GWBENCH_WORKER_CPUPROFILE"
+
 // IsWorker reports whether args (os.Args[1:]) start a worker process.
 func IsWorker(args []string) bool { return len(args) > 0 && args[0] == workerFlag }
 
@@ -124,6 +132,19 @@ func WorkerMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	if prefix := os.Getenv(WorkerProfileEnv); prefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%s.prof", prefix, filepath.Base(args[2]), args[3]))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	b, err := open(args[1], args[2], args[3])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gwbench worker:", err)
