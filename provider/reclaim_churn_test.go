@@ -378,7 +378,9 @@ func churn(p *FSProvider, prefix string, roots int) helperReply {
 				if s.n%2 == 1 {
 					created = append(created, s.id+"/c|"+in)
 				}
-				s.started, begun, progress = true, begun+1, true
+				// Busy: the loop must come back for it (wait, delete) even if
+				// this start was the last one and every other slot is idle.
+				s.started, begun, progress, busy = true, begun+1, true, true
 				continue
 			}
 			busy = true
