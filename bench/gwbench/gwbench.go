@@ -81,9 +81,13 @@ var DefaultTree = TreeInput{FanOut: 2, LeafFanOut: 2, Depth: 2, Activities: 2, P
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// open opens the store of backend name in dir for one process.
-func open(name, dir, workerName string) (backend.Backend, error) {
+// open opens the store of backend name in dir for one process; stats, if
+// not nil, receives go-workflows' metrics.
+func open(name, dir, workerName string, stats *taskStats) (backend.Backend, error) {
 	opts := []backend.BackendOption{backend.WithLogger(quiet), backend.WithWorkerName(workerName)}
+	if stats != nil {
+		opts = append(opts, backend.WithMetrics(stats))
+	}
 	switch name {
 	case Durofs:
 		return goworkflows.Open(filepath.Join(dir, "durofs"), goworkflows.Options{Provider: provider.Options{Durability: provider.Durable}}, opts...)
@@ -145,12 +149,20 @@ func WorkerMain(args []string) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b, err := open(args[1], args[2], args[3])
+	var stats *taskStats
+	if prefix := os.Getenv(WorkerStatsEnv); prefix != "" {
+		stats = newTaskStats()
+		defer writeStats(stats, prefix, args[2], args[3])
+	}
+	b, err := open(args[1], args[2], args[3], stats)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gwbench worker:", err)
 		return 1
 	}
 	defer b.Close()
+	if stats != nil {
+		b = timedBackend{b, stats}
+	}
 	w, err := startWorker(ctx, b)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gwbench worker:", err)
@@ -168,13 +180,23 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 	res := Result{Config: cfg}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	b, err := open(cfg.Backend, cfg.Dir, "client")
+	var stats *taskStats
+	if prefix := os.Getenv(WorkerStatsEnv); prefix != "" && cfg.Processes <= 1 {
+		// The 1-process runs' worker is this process's.
+		stats = newTaskStats()
+		defer writeStats(stats, prefix, cfg.Dir, "worker")
+	}
+	b, err := open(cfg.Backend, cfg.Dir, "client", stats)
 	if err != nil {
 		return res, err
 	}
 	defer b.Close()
 	if cfg.Processes <= 1 {
-		w, err := startWorker(ctx, b)
+		wb := b
+		if stats != nil {
+			wb = timedBackend{b, stats}
+		}
+		w, err := startWorker(ctx, wb)
 		if err != nil {
 			return res, err
 		}

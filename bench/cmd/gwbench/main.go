@@ -9,6 +9,14 @@
 //
 // The stores go to -dir (default: a temporary directory on the disk of
 // $DUROBENCH_DIR or bench/.data), which must be on a real disk.
+//
+// Where the time goes: GWBENCH_WORKER_STATS=prefix makes every worker (the
+// worker processes, and this process's worker in the 1-process runs) write
+// "<prefix>-<store>-<worker>.txt": go-workflows' own task metrics (how long
+// a task waited in its queue, how long it took to process) and how long
+// the backend calls that fetch and complete tasks took, as count, mean and
+// percentiles. GWBENCH_WORKER_CPUPROFILE=prefix writes a CPU profile per
+// worker process.
 package main
 
 import (
