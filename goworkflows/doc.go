@@ -260,4 +260,10 @@
 //   - Creating an instance costs about ten file-system operations (its
 //     directory, lock, lease, instance.json, execution directory and state,
 //     the staged and published start event).
+//   - Not of durofs but of go-workflows v1.2.0's worker, on any backend: its
+//     workflow executor cache (worker.Options.WorkflowExecutorCacheSize,
+//     default 128) closes the executor it evicts to make room even while a
+//     task of that workflow runs on it, and that task then never finishes
+//     (seen with 600 workflows in flight in one worker). Keep the cache
+//     larger than the number of workflows a worker runs at once.
 package goworkflows

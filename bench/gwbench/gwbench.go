@@ -99,8 +99,20 @@ func open(name, dir, workerName string, stats *taskStats) (backend.Backend, erro
 	return nil, fmt.Errorf("gwbench: unknown backend %q", name)
 }
 
+// executorCacheSize is the workers' workflow executor cache, for both
+// backends. go-workflows v1.2.0's default (128) hangs a worker once more
+// workflows are in flight in it than that: the cache closes the executor
+// it evicts for room even while another task of that workflow is running
+// on it, and that task then waits forever (goroutine dump of a hung
+// "-roots 40" run: a task blocked in coState.Execute's channel send for 20
+// minutes, the worker's WaitForCompletion behind it). Larger than any
+// run's workflows, so nothing is evicted for room.
+const executorCacheSize = 1 << 16
+
 func startWorker(ctx context.Context, b backend.Backend) (*worker.Worker, error) {
-	w := worker.New(b, nil)
+	opts := worker.DefaultOptions
+	opts.WorkflowExecutorCacheSize = executorCacheSize
+	w := worker.New(b, &opts)
 	for _, wf := range []any{Root, Mid, Leaf, Chain} {
 		if err := w.RegisterWorkflow(wf); err != nil {
 			return nil, err
