@@ -11,11 +11,12 @@ PKGS := ./...
 ## end-to-end suites in both durability modes, the multi-process test, the
 ## durofs CLI on a go-workflows directory, and the diagnostics UI in a
 ## headless Chromium (apt-get install chromium; skipped without it unless CI
-## is set).
+## is set). scripts/gwtest reruns once, and only, a failure with the exact
+## signature of a race inside go-workflows' own suite (see the script).
 test: vet crossbuild
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
-	cd goworkflows && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 20m ./...
+	cd goworkflows && $(GO) vet ./... && ../scripts/gwtest -race -count=1 -timeout 20m ./...
 	$(GO) test -run XXX -bench . -benchtime 1x ./provider/ > /dev/null
 	@$(MAKE) --no-print-directory races
 
