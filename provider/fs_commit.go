@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -614,6 +615,34 @@ func (p *FSProvider) publish(refs []queueRef, replay bool) error {
 	return nil
 }
 
+// claimWaitMax bounds how long deleting a claimable queue item (a worker
+// item, a go-workflows activity task) waits for the item's claim lock. Its
+// holder keeps it for one short section - a claim, renew, abandon or work
+// ack, which may include a group sync of the log - but a process stopped
+// inside one (SIGSTOP, a frozen cgroup) keeps it until it resumes, and no
+// other process may wait that long. Past the bound the delete fails with
+// errClaimBusy: an ack's own apply leaves its record to the redo (the
+// instance is retried after the stuck back-off, fs_stuck.go), and the
+// checkpoint counts the record busy and tries again next round, without
+// parking it (TestApplyDoesNotWaitForAStoppedClaimHolder).
+const claimWaitMax = 200 * time.Millisecond
+
+// errClaimBusy: a queue item's claim lock stayed held for claimWaitMax.
+var errClaimBusy = errors.New("durofs: queue item's claim lock is held by another process")
+
+// deleteClaimed deletes message name of q under its claim lock (so a
+// concurrent claim or work ack sees the item or nothing), waiting at most
+// claimWaitMax for the lock. ENOENT means done.
+func deleteClaimed(ctx context.Context, q *fsqueue.Queue, name string) error {
+	wctx, cancel := context.WithTimeout(ctx, claimWaitMax)
+	defer cancel()
+	err := q.WithClaim(wctx, name, func(*fsqueue.ClaimGuard) error { return q.Delete(name) })
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", errClaimBusy, err)
+	}
+	return err
+}
+
 // deleteRefs deletes queue messages (and a worker item's claim, under the
 // item's lock; messages of workflow queues as gwDelete does). ENOENT means
 // done.
@@ -624,7 +653,7 @@ func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
 		if _, _, gw := gwQueueName(r.Queue); gw {
 			err = p.gwDeleteOne(ctx, r)
 		} else if r.Queue == "worker" {
-			err = q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
+			err = deleteClaimed(ctx, q, r.Name)
 		} else {
 			err = q.Delete(r.Name)
 		}

@@ -741,7 +741,7 @@ func (p *FSProvider) gwDeleteOne(ctx context.Context, r queueRef) error {
 		return err
 	}
 	if strings.HasPrefix(r.Queue, gwActivityPrefix) {
-		return q.WithClaim(ctx, r.Name, func(*fsqueue.ClaimGuard) error { return q.Delete(r.Name) })
+		return deleteClaimed(ctx, q, r.Name)
 	}
 	return q.Delete(r.Name)
 }

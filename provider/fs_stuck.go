@@ -169,7 +169,14 @@ func (p *FSProvider) noteStuck(key, instance, id string, lsn wal.LSN, cause erro
 	}
 	failures := e.Failures
 	s.mu.Unlock()
-	if warn {
+	switch {
+	case !warn:
+	case errors.Is(cause, errClaimBusy):
+		// Not a failure of the disk: another process holds a queue item's
+		// claim lock (stopped inside a claim section, fs_commit.go).
+		p.log.Info("durofs: a committed change waits for a queue item's claim lock held by another process (retried)",
+			"instance", instance, "key", key, "commit", id, "failures", failures, "err", cause)
+	default:
 		p.log.Error("durofs: a committed change cannot be applied; its instance is not served until it can be (retried; run durofs fsck)",
 			"instance", instance, "key", key, "commit", id, "failures", failures, "err", cause)
 	}

@@ -792,6 +792,9 @@ func (p *FSProvider) ensureApplied(ctx context.Context, lr loggedRecord) (ensure
 		}
 		err = p.redoPending(ctx, g, k)
 		g.Unlock()
+		if errors.Is(err, errClaimBusy) {
+			return ensureBusy, nil, nil // a stopped claim holder: next round, never parked
+		}
 		if isStuck(err) {
 			stuck = append(stuck, k)
 			continue

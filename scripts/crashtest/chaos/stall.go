@@ -34,7 +34,11 @@ import (
 // flock (its claim, work ack, renew, abandon, or the deletion of a
 // cancelled activity), wal/checkpoint.lock (taken with TryLock: others
 // skip their checkpoint) and wal/open.lock (only inside Open; no worker is
-// restarted in stall mode). The write-ahead log itself takes no lock
+// restarted in stall mode). Of these, the only one another process's ack
+// may need is a worker item's claim lock, when its turn cancels that
+// activity: the delete waits at most 200 ms for it (provider claimWaitMax),
+// then leaves the committed turn to its redo - an ack once took as long as
+// the stop before that bound. The write-ahead log itself takes no lock
 // across processes (one O_APPEND write per frame); a process stopped while
 // it leads a group sync (failpoint wal.sync_lead) makes the others wait at
 // most the log's lead bound (at most 50 ms), then they sync themselves.

@@ -1,0 +1,127 @@
+package provider
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/clock"
+)
+
+// TestApplyDoesNotWaitForAStoppedClaimHolder: a turn that cancels an
+// activity deletes its work item under the item's claim lock. If another
+// process holds that lock and is stopped (SIGSTOP inside a claim, renew or
+// work ack), the ack still returns - its record is committed, the delete is
+// left to the redo - and the checkpoint counts the record busy instead of
+// parking it. Once the holder lets go, the checkpoint's redo deletes the
+// item and releases the instance. (make stalltest found the wait: an ack
+// took as long as the stop.)
+//
+// Mutations that fail it: deleteClaimed waiting on the caller's context
+// (the ack never returns: the guard below fires); ensureApplied treating
+// errClaimBusy as stuck (the record is parked).
+func TestApplyDoesNotWaitForAStoppedClaimHolder(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Now())
+	p := openT(t, t.TempDir(), Options{Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	ev := func(id uint64, kind EventKind) Event {
+		return Event{EventID: id, InstanceID: "a", ExecutionID: 1, TimestampMs: uint64(clk.Now().UnixMilli()), DuroxideVersion: "0.1.26", Kind: kind}
+	}
+	fetch := func() *LockedOrchestrationItem {
+		t.Helper()
+		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		if err != nil || it == nil || it.Item.Instance != "a" {
+			t.Fatalf("fetch = %+v, %v; want a turn of a", it, err)
+		}
+		return it
+	}
+
+	// a's first turn schedules activity 2.
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
+	it := fetch()
+	act := ActivityExecute{Instance: "a", ExecutionID: 1, ID: 2, Name: "act", Input: "x"}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started("a"), ev(2, ActivityScheduled{Name: "act", Input: "x"})},
+		[]WorkItem{act}, nil, md("TestOrch", "1.0.0"), nil))
+	work, err := allQueued(p.workQ)
+	if err != nil || len(work) != 1 {
+		t.Fatalf("worker queue = %+v, %v; want the activity", work, err)
+	}
+	item := work[0].Name
+
+	// A "stopped process" holds the item's claim lock.
+	held, release, holderDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		holderDone <- p.workQ.WithClaim(ctx, item, func(*fsqueue.ClaimGuard) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	// a's next turn cancels the activity: committed and returned.
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "a", Name: "stop", Data: "1"}, 0))
+	it = fetch()
+	acked := make(chan error, 1)
+	go func() {
+		acked <- p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev(3, ActivityCancelRequested{Reason: "stop"})}, nil, nil,
+			md("TestOrch", "1.0.0"), []ScheduledActivityIdentifier{{Instance: "a", ExecutionID: 1, ActivityID: 2}})
+	}()
+	select {
+	case err := <-acked:
+		mustNoErr(t, err)
+	case <-time.After(time.Minute): // a deadlock guard, not a timing bound
+		t.Fatal("the ack waits for the stopped holder of the cancelled item's claim lock")
+	}
+	if h, err := p.Read(ctx, "a"); err != nil || len(h) != 3 {
+		t.Fatalf("history of a = %d events (%v), want 3: the turn is committed", len(h), err)
+	}
+	if work, _ := allQueued(p.workQ); len(work) != 1 {
+		t.Errorf("worker queue = %+v; the item's delete should wait for its lock", work)
+	}
+	sc, err := p.StuckCommits(ctx)
+	mustNoErr(t, err)
+	if len(sc) != 1 || sc[0].Instance != "a" || !strings.Contains(sc[0].Error, errClaimBusy.Error()) {
+		t.Fatalf("StuckCommits = %+v; want a's turn, waiting for the claim lock", sc)
+	}
+	id := sc[0].CommitID
+	lsn := recordLSN(t, p, id)
+
+	// The checkpoint neither parks the record nor passes it.
+	mustNoErr(t, p.Checkpoint(ctx))
+	if got := p.RecoveryStats().CommitsParked; got != 0 {
+		t.Errorf("CommitsParked = %d, want 0: a busy claim lock is not a failed apply", got)
+	}
+	if ck, err := p.wal.Checkpoint(); err != nil || ck > lsn {
+		t.Errorf("checkpoint = %v, %v; want at or before the unapplied record at %v", ck, err, lsn)
+	}
+	if m := leaseMark(t, p, "a"); m == nil || m.ID != id {
+		t.Errorf("the lease of a marks %+v; want the unapplied turn %s", m, id)
+	}
+
+	// The holder lets go: the next checkpoint finishes the turn.
+	close(release)
+	released = true
+	mustNoErr(t, <-holderDone)
+	mustNoErr(t, p.Checkpoint(ctx))
+	if work, _ := allQueued(p.workQ); len(work) != 0 {
+		t.Errorf("worker queue = %+v; want the cancelled item deleted", work)
+	}
+	if m := leaseMark(t, p, "a"); m != nil {
+		t.Errorf("the lease of a still marks %+v", m)
+	}
+	if sc, err := p.StuckCommits(ctx); err != nil || len(sc) != 0 {
+		t.Errorf("StuckCommits = %+v, %v; want none", sc, err)
+	}
+	if ck, err := p.wal.Checkpoint(); err != nil || ck <= lsn {
+		t.Errorf("checkpoint = %v, %v; want past the turn at %v", ck, err, lsn)
+	}
+}
