@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,103 @@ func TestApplyDoesNotWaitForAStoppedClaimHolder(t *testing.T) {
 	}
 	if ck, err := p.wal.Checkpoint(); err != nil || ck <= lsn {
 		t.Errorf("checkpoint = %v, %v; want past the turn at %v", ck, err, lsn)
+	}
+}
+
+// TestStaleAckDoesNotWaitForTheNewHolder: an ack whose claim expired and
+// was taken by another holder is rejected without waiting for the item's
+// lock - which the new holder keeps while it is stopped inside its own ack
+// (make stalltest: a work ack took as long as such a stop). The new
+// holder's ack still succeeds afterwards. Mutation that fails it: dropping
+// the claimTaken check (the stale ack waits: the guard fires).
+func TestStaleAckDoesNotWaitForTheNewHolder(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// claimTwice fetches the same item twice, the first claim expired
+		// in between; it returns the item's queue and name and both tokens.
+		claimTwice func(t *testing.T, p *FSProvider, clk *clock.Manual) (q *fsqueue.Queue, name, stale, fresh string)
+		ack        func(p *FSProvider, token string) error
+		lost       error
+	}{
+		{
+			name: "work item",
+			claimTwice: func(t *testing.T, p *FSProvider, clk *clock.Manual) (*fsqueue.Queue, string, string, string) {
+				mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "a", ExecutionID: 1, ID: 2, Name: "act", Input: "x"}))
+				var tokens []string
+				for i, lock := range []time.Duration{time.Second, time.Minute} {
+					if i == 1 {
+						clk.Advance(2 * time.Second) // the first claim expires
+					}
+					it, err := p.FetchWorkItem(ctx, lock, 0, nil, DefaultOnlyTags())
+					if err != nil || it == nil {
+						t.Fatalf("fetch work item = %+v, %v", it, err)
+					}
+					tokens = append(tokens, it.LockToken)
+				}
+				ct, _ := parseWorkToken(tokens[0])
+				name, _ := fsqueue.NameFromToken(ct)
+				return p.workQ, name, tokens[0], tokens[1]
+			},
+			ack: func(p *FSProvider, token string) error {
+				return p.AckWorkItem(ctx, token, ActivityCompleted{Instance: "a", ExecutionID: 1, ID: 2, Result: "r"})
+			},
+			lost: ErrInvalidLockToken,
+		},
+		{
+			name: "go-workflows activity task",
+			claimTwice: func(t *testing.T, p *FSProvider, clk *clock.Manual) (*fsqueue.Queue, string, string, string) {
+				gwRunningParent(t, p)
+				a1, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Second, 0)
+				if err != nil || a1 == nil || a1.EventID != "a1" {
+					t.Fatalf("fetch a1 = %+v, %v", a1, err)
+				}
+				gwFetchActivity(t, p, "a2")
+				clk.Advance(2 * time.Second)
+				again := gwFetchActivity(t, p, "a1")
+				dir, _, name, _ := parseGWActToken(a1.Token)
+				q, err := p.gwQueue(dir)
+				mustNoErr(t, err)
+				return q, name, a1.Token, again.Token
+			},
+			ack: func(p *FSProvider, token string) error {
+				return p.CompleteWorkflowActivity(ctx, token, gwEv("a1done", "ActivityCompleted", 0))
+			},
+			lost: ErrWorkflowTaskLost,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewManual(time.Now())
+			p := openT(t, t.TempDir(), Options{Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			q, name, stale, fresh := tc.claimTwice(t, p, clk)
+
+			// The new holder is "stopped" holding the item's lock.
+			held, release, holderDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+			go func() {
+				holderDone <- q.WithClaim(ctx, name, func(*fsqueue.ClaimGuard) error {
+					close(held)
+					<-release
+					return nil
+				})
+			}()
+			<-held
+			acked := make(chan error, 1)
+			go func() { acked <- tc.ack(p, stale) }()
+			select {
+			case err := <-acked:
+				if !errors.Is(err, tc.lost) {
+					t.Errorf("stale ack = %v, want %v", err, tc.lost)
+				}
+			case <-time.After(time.Minute): // a deadlock guard, not a timing bound
+				close(release)
+				<-holderDone
+				<-acked
+				t.Fatal("the stale ack waited for the new holder's lock")
+			}
+			close(release)
+			mustNoErr(t, <-holderDone)
+			mustNoErr(t, tc.ack(p, fresh))
+		})
 	}
 }

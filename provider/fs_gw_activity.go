@@ -152,6 +152,9 @@ func (p *FSProvider) CompleteWorkflowActivity(ctx context.Context, token string,
 	if err != nil {
 		return err
 	}
+	if claimTaken(q, name, claim) {
+		return ErrWorkflowTaskLost
+	}
 	err = q.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
 		if err := p.gwRedoAct(q, g); err != nil {
 			return fmt.Errorf("recover pending activity completion: %w", err)

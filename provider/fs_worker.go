@@ -188,6 +188,21 @@ func workMark(c fsqueue.Claim) string {
 	return d.ID
 }
 
+// claimTaken reports whether message name's claim, read without its lock,
+// names a token other than token: the claim passed to another holder, for
+// good. A token is replaced only under the item's lock, only once it has
+// expired, and never written back, so even a read that a concurrent
+// in-place write tears cannot show another token while token still holds
+// the item (a torn read that mixes token with itself is token). An ack of
+// such a claim is rejected without waiting for the item's lock, which the
+// new holder may keep for as long as it is stopped (SIGSTOP inside its own
+// ack: TestStaleAckDoesNotWaitForTheNewHolder). Anything else - no claim,
+// an unreadable one, this token - is decided under the lock.
+func claimTaken(q *fsqueue.Queue, name, token string) bool {
+	c, exists, err := q.PeekClaim(name)
+	return err == nil && exists && c.Token != "" && c.Token != token
+}
+
 // AckWorkItem implements Provider. It is atomic across deleting the item and
 // enqueuing the completion; the commit protocol is fs_wal.go's, with the
 // item's claim (under the item's lock) holding the pending mark:
@@ -218,6 +233,9 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		if err := p.limits.checkWorkItem(op, "completion", completion); err != nil {
 			return err // limits.go: nothing written, the claim is kept
 		}
+	}
+	if claimTaken(p.workQ, name, ct) {
+		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item is claimed under another token (its lock expired and was taken)")
 	}
 	var sessionID string
 	var hasSession bool

@@ -38,7 +38,10 @@ import (
 // may need is a worker item's claim lock, when its turn cancels that
 // activity: the delete waits at most 200 ms for it (provider claimWaitMax),
 // then leaves the committed turn to its redo - an ack once took as long as
-// the stop before that bound. The write-ahead log itself takes no lock
+// the stop before that bound. A work ack whose claim expired and passed to
+// the stopped worker is rejected without taking the item's lock (provider
+// claimTaken) - one once waited out the new holder's stop inside its own
+// ack. The write-ahead log itself takes no lock
 // across processes (one O_APPEND write per frame); a process stopped while
 // it leads a group sync (failpoint wal.sync_lead) makes the others wait at
 // most the log's lead bound (at most 50 ms), then they sync themselves.
