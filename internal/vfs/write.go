@@ -112,6 +112,54 @@ func WriteFileVia(fsys FS, tmpDir, path string, data []byte) error {
 	return replace(fsys, filepath.Join(tmpDir, TempPrefix+filepath.Base(path)+"-"+uuid.NewString()), path, data, true)
 }
 
+// OwnedTemp is the one temporary name [WriteFileOwned] uses for path.
+func OwnedTemp(path string) string {
+	return filepath.Join(filepath.Dir(path), TempPrefix+filepath.Base(path))
+}
+
+// WriteFileOwned replaces path with data through one fixed temporary file
+// beside it ([OwnedTemp]), for a caller that is path's only writer while it
+// writes (it holds a lock that every writer of path takes). The file is
+// written and fsynced through fsys (not at all with [NoSync]); the
+// directory is not synced. The rename stays within one directory, so it
+// takes neither the file system's rename mutex, which every rename across
+// directories serialises on (Linux's s_vfs_rename_mutex), nor the lock of a
+// temporary directory every writer shares: measured, it is what lets several
+// processes replace files at once (BENCHMARKS.md, 2026-11-27 evening).
+//
+// Crash analysis: a writer killed before its rename leaves the temporary
+// file, never path partially written. The temporary file is opened with
+// O_TRUNC, not O_EXCL, so the next write of path - the owner's redo of the
+// same change, or any later one - truncates and reuses it, and the rename
+// takes it away: at most one such file per path, and none once path has
+// been written again.
+func WriteFileOwned(fsys FS, path string, data []byte) error {
+	tmp := OwnedTemp(path)
+	err := func() error {
+		f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, FilePerm)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return fsys.Rename(tmp, path)
+	}()
+	if err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("vfs: write %s: %w", path, err)
+	}
+	return nil
+}
+
 // WriteFileNoDirSync is WriteFile without the final directory fsync, for
 // callers that batch one SyncDir over several entries of one directory.
 func WriteFileNoDirSync(fsys FS, path string, data []byte) error {
