@@ -28,7 +28,13 @@ func tempName(target string) string {
 // After a crash the file may be missing, empty or partial; it has a temporary
 // name, so nobody reads it and a sweeper removes it.
 func writeSynced(fsys FS, path string, data []byte) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FilePerm)
+	return writeSyncedFlag(fsys, path, data, os.O_EXCL)
+}
+
+// writeSyncedFlag is writeSynced opening path with os.O_WRONLY|os.O_CREATE
+// and flag (os.O_EXCL: a new file; os.O_TRUNC: the file reused).
+func writeSyncedFlag(fsys FS, path string, data []byte, flag int) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, FilePerm)
 	if err != nil {
 		return err
 	}
@@ -135,24 +141,10 @@ func OwnedTemp(path string) string {
 // been written again.
 func WriteFileOwned(fsys FS, path string, data []byte) error {
 	tmp := OwnedTemp(path)
-	err := func() error {
-		f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, FilePerm)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(data); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		return fsys.Rename(tmp, path)
-	}()
+	err := writeSyncedFlag(fsys, tmp, data, os.O_TRUNC)
+	if err == nil {
+		err = fsys.Rename(tmp, path)
+	}
 	if err != nil {
 		_ = fsys.Remove(tmp)
 		return fmt.Errorf("vfs: write %s: %w", path, err)
