@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,36 +53,15 @@ func TestApplyDoesNotWaitForAStoppedClaimHolder(t *testing.T) {
 	item := work[0].Name
 
 	// A "stopped process" holds the item's claim lock.
-	held, release, holderDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		holderDone <- p.workQ.WithClaim(ctx, item, func(*fsqueue.ClaimGuard) error {
-			close(held)
-			<-release
-			return nil
-		})
-	}()
-	<-held
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	release := holdClaim(t, p.workQ, item)
 
 	// a's next turn cancels the activity: committed and returned.
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "a", Name: "stop", Data: "1"}, 0))
 	it = fetch()
-	acked := make(chan error, 1)
-	go func() {
-		acked <- p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev(3, ActivityCancelRequested{Reason: "stop"})}, nil, nil,
+	mustNoErr(t, notStalled(t, "the ack", release, func() error {
+		return p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{ev(3, ActivityCancelRequested{Reason: "stop"})}, nil, nil,
 			md("TestOrch", "1.0.0"), []ScheduledActivityIdentifier{{Instance: "a", ExecutionID: 1, ActivityID: 2}})
-	}()
-	select {
-	case err := <-acked:
-		mustNoErr(t, err)
-	case <-time.After(time.Minute): // a deadlock guard, not a timing bound
-		t.Fatal("the ack waits for the stopped holder of the cancelled item's claim lock")
-	}
+	}))
 	if h, err := p.Read(ctx, "a"); err != nil || len(h) != 3 {
 		t.Fatalf("history of a = %d events (%v), want 3: the turn is committed", len(h), err)
 	}
@@ -109,9 +89,7 @@ func TestApplyDoesNotWaitForAStoppedClaimHolder(t *testing.T) {
 	}
 
 	// The holder lets go: the next checkpoint finishes the turn.
-	close(release)
-	released = true
-	mustNoErr(t, <-holderDone)
+	mustNoErr(t, release())
 	mustNoErr(t, p.Checkpoint(ctx))
 	if work, _ := allQueued(p.workQ); len(work) != 0 {
 		t.Errorf("worker queue = %+v; want the cancelled item deleted", work)
@@ -196,31 +174,54 @@ func TestStaleAckDoesNotWaitForTheNewHolder(t *testing.T) {
 			q, name, stale, fresh := tc.claimTwice(t, p, clk)
 
 			// The new holder is "stopped" holding the item's lock.
-			held, release, holderDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-			go func() {
-				holderDone <- q.WithClaim(ctx, name, func(*fsqueue.ClaimGuard) error {
-					close(held)
-					<-release
-					return nil
-				})
-			}()
-			<-held
-			acked := make(chan error, 1)
-			go func() { acked <- tc.ack(p, stale) }()
-			select {
-			case err := <-acked:
-				if !errors.Is(err, tc.lost) {
-					t.Errorf("stale ack = %v, want %v", err, tc.lost)
-				}
-			case <-time.After(time.Minute): // a deadlock guard, not a timing bound
-				close(release)
-				<-holderDone
-				<-acked
-				t.Fatal("the stale ack waited for the new holder's lock")
+			release := holdClaim(t, q, name)
+			if err := notStalled(t, "the stale ack", release, func() error { return tc.ack(p, stale) }); !errors.Is(err, tc.lost) {
+				t.Errorf("stale ack = %v, want %v", err, tc.lost)
 			}
-			close(release)
-			mustNoErr(t, <-holderDone)
+			mustNoErr(t, release())
 			mustNoErr(t, tc.ack(p, fresh))
 		})
+	}
+}
+
+// holdClaim holds the claim lock of q's message name from another goroutine
+// - a process stopped inside a claim section - until release is called (or
+// the test ends); release returns WithClaim's error.
+func holdClaim(t *testing.T, q *fsqueue.Queue, name string) (release func() error) {
+	t.Helper()
+	held, done, errc := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		errc <- q.WithClaim(context.Background(), name, func(*fsqueue.ClaimGuard) error {
+			close(held)
+			<-done
+			return nil
+		})
+	}()
+	<-held
+	var once sync.Once
+	var err error
+	release = func() error {
+		once.Do(func() { close(done); err = <-errc })
+		return err
+	}
+	t.Cleanup(func() { _ = release() })
+	return release
+}
+
+// notStalled runs call and returns its error; if it has not returned after
+// a minute - a deadlock guard, not a timing bound - it releases the held
+// lock, waits for call and fails the test.
+func notStalled(t *testing.T, what string, release func() error, call func() error) error {
+	t.Helper()
+	c := make(chan error, 1)
+	go func() { c <- call() }()
+	select {
+	case err := <-c:
+		return err
+	case <-time.After(time.Minute):
+		_ = release()
+		<-c
+		t.Fatalf("%s waited for the stopped holder of the item's claim lock", what)
+		return nil
 	}
 }
