@@ -165,6 +165,8 @@ type FSProvider struct {
 
 	// held is the instance locks this process's fetches hold (fs_held.go).
 	held heldSet
+	// peers is the instance locks its fetches found held elsewhere (fs_held.go).
+	peers peerSet
 }
 
 var _ Provider = (*FSProvider)(nil)
@@ -351,7 +353,7 @@ func (p *FSProvider) openQueues() error {
 	// Claims are leases: never synced (a power loss may leave one unreadable,
 	// which counts as no claim). A work ack's commit point is the log.
 	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true}
-	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "orchestrator"), qopts); err != nil {
+	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", orchQueueName), qopts); err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
 	if p.workQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "worker"), qopts); err != nil {
@@ -378,7 +380,7 @@ func (p *FSProvider) initLayout() error {
 	} else if err := p.checkForeign(); err != nil {
 		return err
 	}
-	for _, d := range []string{"instances", "children", "wal", "quarantine", "tmp", filepath.Join("queues", "orchestrator"), filepath.Join("queues", "worker")} {
+	for _, d := range []string{"instances", "children", "wal", "quarantine", "tmp", filepath.Join("queues", orchQueueName), filepath.Join("queues", "worker")} {
 		if err := p.mkdirDurable(filepath.Join(p.dir, d)); err != nil {
 			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 		}

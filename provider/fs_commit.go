@@ -113,7 +113,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	if !ok {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
-	p.held.drop(key)
+	p.dropHeld(key)
 	g, _, err := p.lockExisting(ctx, key, true)
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token") // no instance, no lease

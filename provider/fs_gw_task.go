@@ -422,7 +422,7 @@ func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, wor
 }
 
 func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor time.Duration) (*WorkflowTask, error) {
-	type cand struct{ key, dir string }
+	type cand struct{ key, dir, oldest string }
 	var qs []namedQueue
 	for _, qn := range queues {
 		dir := gwWorkflowQueue(qn)
@@ -444,7 +444,7 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		if err != nil {
 			return nil, fmt.Errorf("durofs: read workflow event %s/%s: %w", v.dir, v.e.Name(), err)
 		}
-		c := cand{m.Attrs[attrKey], v.dir}
+		c := cand{m.Attrs[attrKey], v.dir, v.e.Name()}
 		if !ok || c.key == "" || tried[c.key+"/"+c.dir] {
 			continue
 		}
@@ -457,6 +457,9 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		}
 		if p.held.held(c.key, p.nowMs()) {
 			continue // this process's task is in flight (fs_held.go)
+		}
+		if p.peers.skip(c.key, c.dir, c.oldest, p.nowMs()) {
+			continue // another process's task is in flight (fs_held.go)
 		}
 		// A pending event's instance exists (its creation published it);
 		// one that was removed since has nothing to fetch.
@@ -475,7 +478,7 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 			busy = append(busy, c)
 			continue
 		}
-		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, worker, lockFor)
+		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, c.oldest, worker, lockFor)
 		g.Unlock()
 		if isStuck(err) {
 			p.stats.stuckSkips.Add(1)
@@ -497,7 +500,7 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		if err != nil {
 			continue
 		}
-		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, worker, lockFor)
+		t, err := p.gwFetchLocked(ctx, g, c.key, c.dir, c.oldest, worker, lockFor)
 		g.Unlock()
 		if isStuck(err) {
 			continue
@@ -510,8 +513,9 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 }
 
 // gwFetchLocked runs under the instance flock: everything that can fail is
-// read before the lease is written.
-func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir, worker string, lockFor time.Duration) (*WorkflowTask, error) {
+// read before the lease is written. oldest is the instance's oldest visible
+// event in dir as the pass saw it.
+func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir, oldest, worker string, lockFor time.Duration) (*WorkflowTask, error) {
 	if err := p.redoPending(ctx, g, key); err != nil {
 		return nil, fmt.Errorf("durofs: recover pending commit: %w", err)
 	}
@@ -524,9 +528,11 @@ func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir
 	}
 	nowMs := g.Now().UnixMilli()
 	if cur.HeldAt(nowMs) {
+		p.peers.note(key, dir, oldest, cur.ExpiresAtMs, nowMs)
 		return nil, nil
 	}
 	if cur.Token == "" && cur.Owner != "" && cur.Owner != worker && cur.ExpiresAtMs > nowMs {
+		p.peers.note(key, dir, oldest, cur.ExpiresAtMs, nowMs)
 		return nil, nil // sticky to another worker
 	}
 	inf, err := p.readGWInstance(key)
@@ -601,7 +607,7 @@ func (p *FSProvider) ExtendWorkflowTask(ctx context.Context, token string, lockF
 	if !ok {
 		return ErrWorkflowTaskLost
 	}
-	p.held.drop(key)
+	p.dropHeld(key)
 	guards, unlock, err := p.gwLock(ctx, []string{key})
 	if err != nil {
 		return err
@@ -639,7 +645,7 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 	if !ok {
 		return ErrWorkflowTaskLost
 	}
-	p.held.drop(key)
+	p.dropHeld(key)
 	keys := []string{key}
 	for _, s := range res.Sends {
 		tk := instanceKey(s.Target.InstanceID)

@@ -1,6 +1,9 @@
 package provider
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // heldSet is what a process knows, without reading, of the instance locks
 // it holds itself: an instance whose lock this process's fetch took - a
@@ -58,4 +61,108 @@ func (h *heldSet) held(key string, nowMs int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.until[key] > nowMs
+}
+
+// peerSet is what a process learned, by reading, of instance locks held by
+// other processes (or sticky to another go-workflows worker): a fetch pass
+// that found an instance's lease held passes over the instance in later
+// passes without taking its flock and reading its lease again, as long as
+//
+//   - the instance's oldest visible message in that queue is still the one
+//     it was when the lease was read. The holder's ack, completion or
+//     deletion removes the messages its turn consumed, which usually
+//     include that one (they were visible when the holder fetched, and
+//     stay until its ack), so a new oldest message means the lock may be
+//     free and the next pass looks;
+//   - the lease's expiry, as read, has not passed;
+//   - and at most peerLookEvery has passed since the read. That bounds
+//     what the first condition misses: a holder that releases the lock
+//     without removing that message (a duroxide abandon), or whose turn
+//     did not take it (a message an earlier abandon delayed; a holder
+//     whose view of the queue lagged behind this process's). The holder's
+//     own process drops its entry as it ends its turn (dropHeld) and
+//     fetches the instance again at once.
+//
+// A fetch pass would otherwise take the flock and read the lease of every
+// instance in flight in any process, in every pass of every poller: at 4
+// go-workflows worker processes about 40 % of a worker's CPU went there
+// (BENCHMARKS.md, 2026-11-28). Like heldSet it only ever skips a look: the
+// worst a wrong entry does is delay this process's fetch of an instance by
+// peerLookEvery, while other processes and the holder fetch it.
+type peerSet struct {
+	mu sync.Mutex
+	m  map[string]peerEntry // instance key -> what was read
+}
+
+type peerEntry struct {
+	queue   string // the queue the pass met the instance in
+	oldest  string // the instance's oldest visible message there when read
+	untilMs int64  // skip until then (Unix ms)
+}
+
+// peerLookEvery bounds how long a pass skips an instance it found held
+// elsewhere without looking again.
+const peerLookEvery = 250 * time.Millisecond
+
+// peerSetMax bounds the entries: when full, expired ones go; if none has,
+// nothing is added (the passes then look, as without the set).
+const peerSetMax = 4096
+
+// note records that key's lock, whose oldest visible message in queue is
+// oldest, is held elsewhere until untilMs (as read at nowMs).
+func (s *peerSet) note(key, queue, oldest string, untilMs, nowMs int64) {
+	untilMs = min(untilMs, nowMs+peerLookEvery.Milliseconds())
+	if untilMs <= nowMs || oldest == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]peerEntry{}
+	}
+	if len(s.m) >= peerSetMax {
+		for k, e := range s.m {
+			if e.untilMs <= nowMs {
+				delete(s.m, k)
+			}
+		}
+		if len(s.m) >= peerSetMax {
+			return
+		}
+	}
+	s.m[key] = peerEntry{queue: queue, oldest: oldest, untilMs: untilMs}
+}
+
+// skip reports whether a pass that meets key first through its message
+// oldest in queue may pass over it without looking; an entry that no
+// longer applies is dropped.
+func (s *peerSet) skip(key, queue, oldest string, nowMs int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[key]
+	if !ok {
+		return false
+	}
+	if e.untilMs <= nowMs || e.queue != queue || e.oldest != oldest {
+		delete(s.m, key)
+		return false
+	}
+	return true
+}
+
+// drop forgets key.
+func (s *peerSet) drop(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
+}
+
+// dropHeld forgets what this process knows of key's lock, before it ends,
+// renews or extends its own turn on key: the heldSet entry, and a peerSet
+// entry that a pass made while the heldSet had none (after an ack or
+// abandon of this process's turn failed, a pass finds the lease still held
+// - by this process).
+func (p *FSProvider) dropHeld(key string) {
+	p.held.drop(key)
+	p.peers.drop(key)
 }

@@ -159,6 +159,9 @@ func (p *FSProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, po
 	}
 }
 
+// orchQueueName is the orchestrator queue's directory under queues/.
+const orchQueueName = "orchestrator"
+
 // tryFetchOrchestration makes one pass over the orchestrator queue, oldest
 // message first, and locks the first instance it can.
 func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
@@ -212,6 +215,9 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		if p.held.held(key, p.nowMs()) {
 			continue // this process's turn is in flight (fs_held.go)
 		}
+		if p.peers.skip(key, orchQueueName, e.Name(), p.nowMs()) {
+			continue // another process's turn is in flight (fs_held.go)
+		}
 		// An instance without a directory is created only by a fetch of
 		// its start: messages that cannot start it (a completion that
 		// arrived after its instance was deleted) are looked at without
@@ -237,7 +243,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 			busy = append(busy, m) // another fetch, ack or cleanup is inside it right now
 			continue
 		}
-		item, err := p.fetchLocked(ctx, g, key, instance, lockTimeout, filter)
+		item, err := p.fetchLocked(ctx, g, key, instance, e.Name(), lockTimeout, filter)
 		g.Unlock()
 		if err != nil {
 			if unusableInstance(err) {
@@ -342,7 +348,7 @@ func (p *FSProvider) fetchBusy(ctx context.Context, m queued, wait, lockTimeout 
 		return nil, nil // still busy, or unusable (reported on the first try)
 	}
 	defer g.Unlock()
-	item, err := p.fetchLocked(ctx, g, key, m.Attrs[attrInstance], lockTimeout, filter)
+	item, err := p.fetchLocked(ctx, g, key, m.Attrs[attrInstance], m.Entry.Name(), lockTimeout, filter)
 	if err != nil && (unusableInstance(err) || isStuck(err)) {
 		return nil, nil
 	}
@@ -369,7 +375,8 @@ func (p *FSProvider) filterAllows(key string, filter *DispatcherCapabilityFilter
 
 // fetchLocked runs under the instance flock. Everything that can fail is
 // read before the lease is written, so an error never leaves a lock behind.
-func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, instance string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (locked *LockedOrchestrationItem, err error) {
+// oldest is the instance's oldest visible message as the pass saw it.
+func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, instance, oldest string, lockTimeout time.Duration, filter *DispatcherCapabilityFilter) (locked *LockedOrchestrationItem, err error) {
 	const op = "fetch_orchestration_item"
 	// Whoever next touches an instance first finishes a commit its last
 	// holder left half-applied.
@@ -400,6 +407,7 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 	now := g.Now()
 	nowMs := now.UnixMilli()
 	if cur.HeldAt(nowMs) {
+		p.peers.note(key, orchQueueName, oldest, cur.ExpiresAtMs, nowMs)
 		return nil, nil
 	}
 	st := decodeOrchState(cur)
@@ -695,7 +703,7 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
-	p.held.drop(key)
+	p.dropHeld(key)
 	g, _, err := p.lockExisting(ctx, key, true)
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
@@ -767,7 +775,7 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 	if err != nil {
 		return err
 	}
-	p.held.drop(key)
+	p.dropHeld(key)
 	g, _, err := p.lockExisting(ctx, key, true)
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")

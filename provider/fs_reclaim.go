@@ -78,7 +78,7 @@ func (p *FSProvider) lockExisting(ctx context.Context, key string, wait bool) (*
 // (logged, not an error: the instance is gone); a lease file that cannot be
 // removed is an error (the apply is not finished).
 func (p *FSProvider) reclaimInstance(g *lease.Guard, key string) error {
-	p.held.drop(key)
+	p.dropHeld(key)
 	if err := p.leaseFS.Remove(p.leasePath(key)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("remove lease: %w", err)
 	}
