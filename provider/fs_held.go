@@ -86,7 +86,7 @@ func (h *heldSet) held(key string, nowMs int64) bool {
 // A fetch pass would otherwise take the flock and read the lease of every
 // instance in flight in any process, in every pass of every poller: at 4
 // go-workflows worker processes about 40 % of a worker's CPU went there
-// (BENCHMARKS.md, 2026-11-28). Like heldSet it only ever skips a look: the
+// (BENCHMARKS.md, "Session of 2026-11-27 (night)"). Like heldSet it only ever skips a look: the
 // worst a wrong entry does is delay this process's fetch of an instance by
 // peerLookEvery, while other processes and the holder fetch it.
 type peerSet struct {

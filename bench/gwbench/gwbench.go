@@ -71,6 +71,11 @@ type Result struct {
 	// locked by another process (SQLite's "database is locked") and were
 	// retried.
 	Busy int
+	// WorkerCPU is the CPU time (user + system) of each worker process of a
+	// multi-process measurement, over its whole life: how the work was
+	// shared between them (go-workflows' SQLite backend wakes only the
+	// process that committed, so one of its processes may do nearly all).
+	WorkerCPU []time.Duration
 }
 
 // PerSecond is workflows per second.
@@ -203,6 +208,7 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 		return res, err
 	}
 	defer b.Close()
+	stopWorkers := func() []time.Duration { return nil }
 	if cfg.Processes <= 1 {
 		wb := b
 		if stats != nil {
@@ -214,9 +220,14 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 		}
 		defer func() { cancel(); _ = w.WaitForCompletion() }()
 	} else {
-		stopWorkers, err := startProcesses(cfg, self)
+		stop, err := startProcesses(cfg, self)
 		if err != nil {
 			return res, err
+		}
+		var once sync.Once
+		stopWorkers = func() (cpu []time.Duration) {
+			once.Do(func() { cpu = stop() })
+			return cpu
 		}
 		defer stopWorkers()
 	}
@@ -257,6 +268,7 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 	wg.Wait()
 	res.Elapsed = time.Since(start)
 	res.Busy = int(busy.Load())
+	res.WorkerCPU = stopWorkers()
 	close(errs)
 	for err := range errs {
 		return res, err
@@ -280,13 +292,14 @@ func retryBusy(ctx context.Context, busy *atomic.Int64, f func() error) error {
 }
 
 // startProcesses starts cfg.Processes worker processes and returns a
-// function that stops them.
-func startProcesses(cfg Config, self string) (func(), error) {
+// function that stops them and returns each one's CPU time.
+func startProcesses(cfg Config, self string) (func() []time.Duration, error) {
 	var cmds []*exec.Cmd
-	stop := func() {
+	stop := func() []time.Duration {
 		for _, cmd := range cmds {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		}
+		var cpu []time.Duration
 		for _, cmd := range cmds {
 			done := make(chan struct{})
 			go func() { _ = cmd.Wait(); close(done) }()
@@ -296,7 +309,11 @@ func startProcesses(cfg Config, self string) (func(), error) {
 				_ = cmd.Process.Kill()
 				<-done
 			}
+			if st := cmd.ProcessState; st != nil {
+				cpu = append(cpu, st.UserTime()+st.SystemTime())
+			}
 		}
+		return cpu
 	}
 	for i := range cfg.Processes {
 		cmd := exec.Command(self, workerFlag, cfg.Backend, cfg.Dir, fmt.Sprintf("worker-%d", i))

@@ -52,6 +52,14 @@ func TestRunTiny(t *testing.T) {
 				if res.Workflows != want || res.Elapsed <= 0 {
 					t.Errorf("%s %s %d: %+v", be, sc, procs, res)
 				}
+				// Every worker process's CPU time (none in one process).
+				wantCPU := procs
+				if procs == 1 {
+					wantCPU = 0
+				}
+				if len(res.WorkerCPU) != wantCPU {
+					t.Errorf("%s %s %d: worker CPU times %v, want %d", be, sc, procs, res.WorkerCPU, wantCPU)
+				}
 			}
 		}
 	}

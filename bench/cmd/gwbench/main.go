@@ -10,6 +10,11 @@
 // The stores go to -dir (default: a temporary directory on the disk of
 // $DUROBENCH_DIR or bench/.data), which must be on a real disk.
 //
+// For every multi-process measurement it prints (to stderr) each worker
+// process's CPU time and the busiest one's share: go-workflows' SQLite
+// backend wakes only the process that committed, so one of its workers
+// tends to do nearly all the work while durofs's share it.
+//
 // Where the time goes: GWBENCH_WORKER_STATS=prefix makes every worker (the
 // worker processes, and this process's worker in the 1-process runs) write
 // "<prefix>-<store>-<worker>.txt": go-workflows' own task metrics (how long
@@ -26,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/durofs/durofs/bench/gwbench"
@@ -90,8 +96,8 @@ func main() {
 					fail(fmt.Errorf("%s %s at %d process(es): %w", be, sc, p, err))
 				}
 				per[be] = res.PerSecond()
-				fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v (%d client calls retried on \"database is locked\")\n",
-					be, sc, p, res.Workflows, res.Elapsed.Round(time.Millisecond), res.Busy)
+				fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v (%d client calls retried on \"database is locked\")%s\n",
+					be, sc, p, res.Workflows, res.Elapsed.Round(time.Millisecond), res.Busy, cpuShares(res.WorkerCPU))
 			}
 			goal := 1.0
 			if p > 1 {
@@ -110,4 +116,24 @@ func main() {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "gwbench:", err)
 	os.Exit(1)
+}
+
+// cpuShares describes how the worker processes of a measurement shared the
+// work: each one's CPU time, and the busiest one's share of their sum.
+func cpuShares(cpu []time.Duration) string {
+	if len(cpu) == 0 {
+		return ""
+	}
+	var sum, top time.Duration
+	parts := make([]string, len(cpu))
+	for i, c := range cpu {
+		sum += c
+		top = max(top, c)
+		parts[i] = fmt.Sprintf("%.2fs", c.Seconds())
+	}
+	share := 0.0
+	if sum > 0 {
+		share = 100 * top.Seconds() / sum.Seconds()
+	}
+	return fmt.Sprintf("; worker CPU %s (busiest %.0f%%)", strings.Join(parts, " "), share)
 }
