@@ -10,10 +10,11 @@
 // The stores go to -dir (default: a temporary directory on the disk of
 // $DUROBENCH_DIR or bench/.data), which must be on a real disk.
 //
-// For every multi-process measurement it prints (to stderr) each worker
-// process's CPU time and the busiest one's share: go-workflows' SQLite
-// backend wakes only the process that committed, so one of its workers
-// tends to do nearly all the work while durofs's share it.
+// For every multi-process measurement it prints each worker process's CPU
+// time (stderr) and the busiest one's share of their sum (the table's last
+// column): go-workflows' SQLite backend wakes only the process that
+// committed, so one of its workers tends to do nearly all the work, while
+// durofs's workers share it.
 //
 // Where the time goes: GWBENCH_WORKER_STATS=prefix makes every worker (the
 // worker processes, and this process's worker in the 1-process runs) write
@@ -78,10 +79,11 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("| scenario | processes | durofs wf/s | SQLite wf/s | ratio | goal |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| scenario | processes | durofs wf/s | SQLite wf/s | ratio | goal | busiest worker's CPU share, durofs / SQLite |\n|---|---|---|---|---|---|---|\n")
 	for _, sc := range []string{gwbench.Tree, gwbench.ChainS} {
 		for _, p := range []int{1, *procs} {
 			per := map[string]float64{}
+			busiest := map[string]string{}
 			for _, be := range []string{gwbench.Durofs, gwbench.SQLite} {
 				cfg := gwbench.Config{Backend: be, Scenario: sc, Processes: p, Roots: *roots, Tree: gwbench.DefaultTree,
 					ChainLen: *chainLen, Dir: filepath.Join(*dir, fmt.Sprintf("%s-%s-%d", sc, be, p)), Timeout: *timeout}
@@ -96,6 +98,7 @@ func main() {
 					fail(fmt.Errorf("%s %s at %d process(es): %w", be, sc, p, err))
 				}
 				per[be] = res.PerSecond()
+				busiest[be] = busiestShare(res.WorkerCPU)
 				fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v (%d client calls retried on \"database is locked\")%s\n",
 					be, sc, p, res.Workflows, res.Elapsed.Round(time.Millisecond), res.Busy, cpuShares(res.WorkerCPU))
 			}
@@ -108,7 +111,8 @@ func main() {
 			if ratio < goal {
 				verdict = fmt.Sprintf("MISS (goal %.1fx)", goal)
 			}
-			fmt.Printf("| %s | %d | %.1f | %.1f | %.2fx | %s |\n", sc, p, per[gwbench.Durofs], per[gwbench.SQLite], ratio, verdict)
+			fmt.Printf("| %s | %d | %.1f | %.1f | %.2fx | %s | %s / %s |\n", sc, p, per[gwbench.Durofs], per[gwbench.SQLite], ratio, verdict,
+				busiest[gwbench.Durofs], busiest[gwbench.SQLite])
 		}
 	}
 }
@@ -124,16 +128,24 @@ func cpuShares(cpu []time.Duration) string {
 	if len(cpu) == 0 {
 		return ""
 	}
-	var sum, top time.Duration
 	parts := make([]string, len(cpu))
 	for i, c := range cpu {
-		sum += c
-		top = max(top, c)
 		parts[i] = fmt.Sprintf("%.2fs", c.Seconds())
 	}
-	share := 0.0
-	if sum > 0 {
-		share = 100 * top.Seconds() / sum.Seconds()
+	return fmt.Sprintf("; worker CPU %s (busiest %s)", strings.Join(parts, " "), busiestShare(cpu))
+}
+
+// busiestShare is the busiest worker process's share of the workers' CPU
+// time ("-" for a measurement without worker processes): 100 % / n when
+// n processes share the work evenly, near 100 % when one does it all.
+func busiestShare(cpu []time.Duration) string {
+	var sum, top time.Duration
+	for _, c := range cpu {
+		sum += c
+		top = max(top, c)
 	}
-	return fmt.Sprintf("; worker CPU %s (busiest %.0f%%)", strings.Join(parts, " "), share)
+	if sum <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*top.Seconds()/sum.Seconds())
 }
