@@ -458,7 +458,7 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 		if p.held.held(c.key, p.nowMs()) {
 			continue // this process's task is in flight (fs_held.go)
 		}
-		if p.peers.skip(c.key, c.dir, c.oldest, p.nowMs()) {
+		if p.peers.skip(c.key, c.dir, c.oldest, worker, p.nowMs()) {
 			continue // another process's task is in flight (fs_held.go)
 		}
 		// A pending event's instance exists (its creation published it);
@@ -528,11 +528,11 @@ func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir
 	}
 	nowMs := g.Now().UnixMilli()
 	if cur.HeldAt(nowMs) {
-		p.peers.note(key, dir, oldest, cur.ExpiresAtMs, nowMs)
+		p.peers.note(key, dir, oldest, "", cur.ExpiresAtMs, nowMs)
 		return nil, nil
 	}
 	if cur.Token == "" && cur.Owner != "" && cur.Owner != worker && cur.ExpiresAtMs > nowMs {
-		p.peers.note(key, dir, oldest, cur.ExpiresAtMs, nowMs)
+		p.peers.note(key, dir, oldest, cur.Owner, cur.ExpiresAtMs, nowMs)
 		return nil, nil // sticky to another worker
 	}
 	inf, err := p.readGWInstance(key)

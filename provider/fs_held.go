@@ -88,13 +88,16 @@ func (h *heldSet) held(key string, nowMs int64) bool {
 // go-workflows worker processes about 40 % of a worker's CPU went there
 // (BENCHMARKS.md, "Session of 2026-11-27 (night)"). Like heldSet it only ever skips a look: the
 // worst a wrong entry does is delay this process's fetch of an instance by
-// peerLookEvery, while other processes and the holder fetch it.
+// peerLookEvery, while other processes and the holder fetch it. An entry of
+// an instance sticky to a go-workflows worker never holds up that worker's
+// own passes (several workers may share one process's provider).
 type peerSet struct {
 	mu sync.Mutex
 	m  map[string]peerEntry // instance key -> what was read
 }
 
 type peerEntry struct {
+	sticky  string // the go-workflows worker it is sticky to ("" if held)
 	queue   string // the queue the pass met the instance in
 	oldest  string // the instance's oldest visible message there when read
 	untilMs int64  // skip until then (Unix ms)
@@ -109,8 +112,9 @@ const peerLookEvery = 250 * time.Millisecond
 const peerSetMax = 4096
 
 // note records that key's lock, whose oldest visible message in queue is
-// oldest, is held elsewhere until untilMs (as read at nowMs).
-func (s *peerSet) note(key, queue, oldest string, untilMs, nowMs int64) {
+// oldest, is held elsewhere - or, if sticky is not empty, kept for that
+// go-workflows worker - until untilMs (as read at nowMs).
+func (s *peerSet) note(key, queue, oldest, sticky string, untilMs, nowMs int64) {
 	untilMs = min(untilMs, nowMs+peerLookEvery.Milliseconds())
 	if untilMs <= nowMs || oldest == "" {
 		return
@@ -130,13 +134,13 @@ func (s *peerSet) note(key, queue, oldest string, untilMs, nowMs int64) {
 			return
 		}
 	}
-	s.m[key] = peerEntry{queue: queue, oldest: oldest, untilMs: untilMs}
+	s.m[key] = peerEntry{sticky: sticky, queue: queue, oldest: oldest, untilMs: untilMs}
 }
 
-// skip reports whether a pass that meets key first through its message
-// oldest in queue may pass over it without looking; an entry that no
-// longer applies is dropped.
-func (s *peerSet) skip(key, queue, oldest string, nowMs int64) bool {
+// skip reports whether a pass (for go-workflows worker worker, or "") that
+// meets key first through its message oldest in queue may pass over it
+// without looking; an entry that no longer applies is dropped.
+func (s *peerSet) skip(key, queue, oldest, worker string, nowMs int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[key]
@@ -147,7 +151,8 @@ func (s *peerSet) skip(key, queue, oldest string, nowMs int64) bool {
 		delete(s.m, key)
 		return false
 	}
-	return true
+	// An instance sticky to the asking worker is that worker's to fetch.
+	return e.sticky == "" || e.sticky != worker
 }
 
 // drop forgets key.

@@ -153,52 +153,56 @@ func TestPeerSet(t *testing.T) {
 	look := peerLookEvery.Milliseconds()
 	tests := []struct {
 		name            string
-		until           int64 // the lease's expiry as read
+		sticky          string // the worker the instance is sticky to ("": held)
+		until           int64  // the lease's expiry as read
 		queue, oldest   string
-		at              int64 // when the pass asks
-		want, wantAfter bool  // skip, and skip when asked again at the same time
+		worker          string // the asking worker
+		at              int64  // when the pass asks
+		want, wantAfter bool   // skip, and skip when asked again at the same time
 	}{
-		{"same message, lease held", now + 60_000, "q", "m1", now + 1, true, true},
-		{"a new oldest message", now + 60_000, "q", "m2", now + 1, false, false},
-		{"another queue", now + 60_000, "r", "m1", now + 1, false, false},
-		{"the lease's expiry passed", now + 10, "q", "m1", now + 10, false, false},
-		{"peerLookEvery passed", now + 60_000, "q", "m1", now + look, false, false},
-		{"just before peerLookEvery", now + 60_000, "q", "m1", now + look - 1, true, true},
+		{"same message, lease held", "", now + 60_000, "q", "m1", "w", now + 1, true, true},
+		{"a new oldest message", "", now + 60_000, "q", "m2", "w", now + 1, false, false},
+		{"another queue", "", now + 60_000, "r", "m1", "w", now + 1, false, false},
+		{"the lease's expiry passed", "", now + 10, "q", "m1", "w", now + 10, false, false},
+		{"peerLookEvery passed", "", now + 60_000, "q", "m1", "w", now + look, false, false},
+		{"just before peerLookEvery", "", now + 60_000, "q", "m1", "w", now + look - 1, true, true},
+		{"sticky to another worker", "v", now + 60_000, "q", "m1", "w", now + 1, true, true},
+		{"sticky to the asking worker", "w", now + 60_000, "q", "m1", "w", now + 1, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var s peerSet
-			s.note("k", "q", "m1", tc.until, now)
-			if got := s.skip("k", tc.queue, tc.oldest, tc.at); got != tc.want {
+			s.note("k", "q", "m1", tc.sticky, tc.until, now)
+			if got := s.skip("k", tc.queue, tc.oldest, tc.worker, tc.at); got != tc.want {
 				t.Fatalf("skip = %v, want %v", got, tc.want)
 			}
 			// A miss drops the entry: asked again with what was noted, it
-			// no longer skips.
-			if got := s.skip("k", "q", "m1", tc.at); got != tc.wantAfter {
+			// no longer skips (the sticky worker itself never skips).
+			if got := s.skip("k", "q", "m1", tc.worker, tc.at); got != tc.wantAfter {
 				t.Fatalf("skip again = %v, want %v", got, tc.wantAfter)
 			}
 		})
 	}
 	t.Run("expired or empty notes are not kept", func(t *testing.T) {
 		var s peerSet
-		s.note("k", "q", "m1", now, now)
-		s.note("l", "q", "", now+60_000, now)
-		if s.skip("k", "q", "m1", now) || s.skip("l", "q", "", now) || len(s.m) != 0 {
+		s.note("k", "q", "m1", "", now, now)
+		s.note("l", "q", "", "", now+60_000, now)
+		if s.skip("k", "q", "m1", "", now) || s.skip("l", "q", "", "", now) || len(s.m) != 0 {
 			t.Fatalf("kept %v", s.m)
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
 		var s peerSet
 		for i := range peerSetMax + 10 {
-			s.note(fmt.Sprint(i), "q", "m", now+60_000, now)
+			s.note(fmt.Sprint(i), "q", "m", "", now+60_000, now)
 		}
 		if len(s.m) != peerSetMax {
 			t.Fatalf("%d entries, want %d", len(s.m), peerSetMax)
 		}
 		// Once they expire, they make room.
-		s.note("new", "q", "m", now+60_000+look, now+60_000)
-		if !s.skip("new", "q", "m", now+60_001) || len(s.m) != 1 {
-			t.Fatalf("after expiry: %d entries, new skipped %v", len(s.m), s.skip("new", "q", "m", now+60_001))
+		s.note("new", "q", "m", "", now+60_000+look, now+60_000)
+		if !s.skip("new", "q", "m", "", now+60_001) || len(s.m) != 1 {
+			t.Fatalf("after expiry: %d entries, new skipped %v", len(s.m), s.skip("new", "q", "m", "", now+60_001))
 		}
 	})
 }
@@ -299,5 +303,29 @@ func TestFetchSkipsInstancesHeldElsewhere(t *testing.T) {
 				t.Fatalf("after A's ack, B fetched %q, want a", got)
 			}
 		})
+	}
+}
+
+// TestStickyInstanceNotSkippedForItsWorker: a pass for another worker finds
+// the instance sticky to worker w and notes it (peerSet); a pass for w, in
+// the same process, still fetches it at once.
+func TestStickyInstanceNotSkippedForItsWorker(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	p := openT(t, t.TempDir(), Options{Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"a", "e1"}, WorkflowStart{Queue: "default", Name: "W"},
+		gwEv("start-a", "WorkflowExecutionStarted", 0)))
+	task, err := p.FetchWorkflowTask(ctx, []string{"default"}, "w", time.Minute, 0)
+	if err != nil || task == nil {
+		t.Fatal(task, err)
+	}
+	mustNoErr(t, p.SendWorkflowEvent(ctx, "a", "", gwEv("sig", "SignalReceived", 0)))
+	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowActive, Executed: task.NewEvents,
+		Worker: "w", Sticky: time.Minute}))
+	if other, err := p.FetchWorkflowTask(ctx, []string{"default"}, "v", time.Minute, 0); err != nil || other != nil {
+		t.Fatalf("worker v fetched %+v, %v; want nothing (a is sticky to w)", other, err)
+	}
+	if got, err := p.FetchWorkflowTask(ctx, []string{"default"}, "w", time.Minute, 0); err != nil || got == nil || got.Execution.InstanceID != "a" {
+		t.Fatalf("worker w fetched %+v, %v; want a", got, err)
 	}
 }

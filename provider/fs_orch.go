@@ -215,7 +215,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		if p.held.held(key, p.nowMs()) {
 			continue // this process's turn is in flight (fs_held.go)
 		}
-		if p.peers.skip(key, orchQueueName, e.Name(), p.nowMs()) {
+		if p.peers.skip(key, orchQueueName, e.Name(), "", p.nowMs()) {
 			continue // another process's turn is in flight (fs_held.go)
 		}
 		// An instance without a directory is created only by a fetch of
@@ -407,7 +407,7 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 	now := g.Now()
 	nowMs := now.UnixMilli()
 	if cur.HeldAt(nowMs) {
-		p.peers.note(key, orchQueueName, oldest, cur.ExpiresAtMs, nowMs)
+		p.peers.note(key, orchQueueName, oldest, "", cur.ExpiresAtMs, nowMs)
 		return nil, nil
 	}
 	st := decodeOrchState(cur)
