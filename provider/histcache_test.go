@@ -154,6 +154,9 @@ type historyReadFile struct {
 	fs *historyReadFS
 }
 
+// Unwrap lets vfs.MapWords map the log's shared page through the wrapper.
+func (f historyReadFile) Unwrap() vfs.File { return f.File }
+
 func (f historyReadFile) Read(p []byte) (int, error) {
 	n, err := f.File.Read(p)
 	f.fs.read.Add(int64(n))

@@ -61,6 +61,9 @@ type lockedFile struct {
 	fs *lockedFS
 }
 
+// Unwrap lets vfs.MapWords map the log's shared page through the wrapper.
+func (f lockedFile) Unwrap() vfs.File { return f.File }
+
 func (f lockedFile) Write(p []byte) (int, error) {
 	if f.fs.on.Load() {
 		return 0, f.fs.refuse("write", f.Name())

@@ -1415,6 +1415,9 @@ type plKillFile struct {
 	k *plKillFS
 }
 
+// Unwrap lets vfs.MapWords map the log's shared page through the wrapper.
+func (f *plKillFile) Unwrap() vfs.File { return f.File }
+
 func (f *plKillFile) Write(b []byte) (int, error) {
 	if err := f.k.mutate(); err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -10,20 +11,27 @@ import (
 	"github.com/durofs/durofs/internal/vfs"
 )
 
-// The group-commit page, dir/group (package doc, "Group commit across
-// processes"): 64-bit words every process maps shared and nobody syncs.
+// The shared page, dir/group (package doc, "One global order" and "Group
+// commit across processes"): 64-bit words every process maps shared and
+// nobody syncs.
 const (
 	groupName  = "group"
 	groupBytes = 4096
-	groupWords = 5
 
 	wMagic  = 0 // groupMagic once set up
-	wSynced = 1 // LSN S:X: a sync of segment S that began when S held X bytes succeeded
-	wFrom   = 2 // LSN S:O: every publisher of a mark in S had S open since it held at most O bytes
+	wSynced = 1 // LSN S:X: a sync of segment S that began when every frame below X was written succeeded
+	wFrom   = 2 // LSN S:O: every publisher of a mark in S had S open since the tail was at most O
 	wLead   = 3 // wall-clock ns at which the leading process claimed the next sync, or 0
 	wDone   = 4 // counts finished syncs; waiters wait on it
+	wTail   = 5 // LSN: where the next frame goes; frames below it are reserved
+	wSlot0  = 8 // wSlot0+i: process slot i's in-flight reservation start, or 0
 
-	groupMagic = 0x31304347_4f525544 // "DUROGC01"
+	// MaxProcesses is how many processes can have one log open at a time
+	// (one in-flight word each).
+	MaxProcesses = 64
+	groupWords   = wSlot0 + MaxProcesses
+
+	groupMagic = 0x32304347_4f525544 // "DUROGC02"
 
 	// A fresh lead makes others wait at most leadFactor times this process's
 	// mean fdatasync time, within [minLeadWait, maxLeadWait].
@@ -39,7 +47,7 @@ type group struct {
 }
 
 // openGroup maps dir/group, creating it. It fails with vfs.ErrNoMap on an FS
-// that cannot map files shared; the log then syncs on its own.
+// that cannot map files shared.
 func openGroup(fsys vfs.FS, dir string) (*group, error) {
 	f, err := fsys.OpenFile(filepath.Join(dir, groupName), os.O_RDWR|os.O_CREATE, vfs.FilePerm)
 	if err != nil {
@@ -50,6 +58,10 @@ func openGroup(fsys vfs.FS, dir string) (*group, error) {
 		_ = f.Close()
 		return nil, err
 	}
+	if err := fsys.SyncDir(dir); err != nil {
+		g.close()
+		return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+	}
 	return g, nil
 }
 
@@ -59,18 +71,24 @@ func mapGroup(f vfs.File) (*group, error) {
 		return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
 	}
 	if fi.Size() < groupBytes {
-		// Only ever grows it: a process racing us loses no word.
-		if err := f.Truncate(groupBytes); err != nil {
+		// Written, not truncated, and synced with its directory entry:
+		// the page's blocks exist, so that a store into the mapping never
+		// needs space (on a full disk it would be SIGBUS), and it is there
+		// after a power loss. Only a process holding open.lock gets here
+		// (Open), so no mapped word is overwritten.
+		if _, err := f.Seek(fi.Size(), io.SeekStart); err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+		}
+		if _, err := f.Write(make([]byte, groupBytes-fi.Size())); err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+		}
+		if err := f.Sync(); err != nil {
 			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
 		}
 	}
 	w, err := vfs.MapWords(f, groupWords)
 	if err != nil {
 		return nil, fmt.Errorf("wal: map %s: %w", groupName, err)
-	}
-	if !w.CompareAndSwap(wMagic, 0, groupMagic) && w.Load(wMagic) != groupMagic {
-		_ = w.Close()
-		return nil, fmt.Errorf("wal: %s is not a group-commit page of this version", groupName)
 	}
 	return &group{f: f, w: w}, nil
 }
@@ -83,6 +101,42 @@ func (g *group) close() {
 // live reports whether the mapping still works (Close, or a simulated
 // power loss in tests, leaves words that read as zeros and never change).
 func (g *group) live() bool { return g.w.Load(wMagic) == groupMagic }
+
+// store sets word i to v (a compare-and-swap loop; Words has no plain store).
+func (g *group) store(i int, v uint64) {
+	for {
+		old := g.w.Load(i)
+		if old == v || g.w.CompareAndSwap(i, old, v) || !g.live() {
+			return
+		}
+	}
+}
+
+// reset sets up the page for a process that has the log alone: every word
+// zero, then the tail, then the magic that lets others use it.
+func (g *group) reset(tail LSN) {
+	g.store(wMagic, 0)
+	for i := 1; i < groupWords; i++ {
+		g.store(i, 0)
+	}
+	g.store(wTail, uint64(tail))
+	g.store(wMagic, groupMagic)
+}
+
+// writtenThrough returns an LSN W below which every reserved frame has been
+// written: the tail, lowered to the start of any reservation still being
+// written. The tail is read first: a frame reserved before that read had its
+// slot set before its reservation, so it is either still in its slot (and
+// bounds W) or written.
+func (g *group) writtenThrough() LSN {
+	w := LSN(g.w.Load(wTail))
+	for i := range MaxProcesses {
+		if v := LSN(g.w.Load(wSlot0 + i)); v != 0 && v < w {
+			w = v
+		}
+	}
+	return w
+}
 
 // raise sets word i to v if v is larger (a compare-and-swap loop).
 func (g *group) raise(i int, v uint64) {
@@ -211,14 +265,18 @@ func (l *Log) groupSync(g *group, s *segment, lo, end LSN) error {
 }
 
 // syncSegment fdatasyncs s, then checks the poison mark. With the page g it
-// first raises from to where this process opened s and notes s's size, and
-// publishes that size as synced once both succeeded.
+// first raises from to where this process opened s and notes how far s is
+// written (writtenThrough), and publishes that as synced once both
+// succeeded.
 func (l *Log) syncSegment(g *group, s *segment) error {
-	size := int64(-1)
+	mark := LSN(0)
 	if g != nil {
 		g.raise(wFrom, uint64(MakeLSN(s.id, s.from)))
-		if fi, err := s.f.Stat(); err == nil && fi.Size() <= int64(^uint32(0)) {
-			size = fi.Size()
+		switch w := g.writtenThrough(); {
+		case w.Segment() == s.id:
+			mark = w
+		case w.Segment() > s.id:
+			mark = MakeLSN(s.id, ^uint32(0)) // the tail left s: all of it is written
 		}
 	}
 	t := time.Now()
@@ -231,8 +289,8 @@ func (l *Log) syncSegment(g *group, s *segment) error {
 	if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
 		return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
 	}
-	if size >= 0 {
-		g.raise(wSynced, uint64(MakeLSN(s.id, uint32(size))))
+	if mark != 0 {
+		g.raise(wSynced, uint64(mark))
 	}
 	return nil
 }

@@ -42,10 +42,6 @@ func init() {
 		os.Exit(2)
 	}
 	l.Ready()
-	if os.Getenv("WAL_TEST_CHILD_NOGROUP") != "" && l.group != nil {
-		l.group.close() // each process syncs on its own (the log before group.go)
-		l.group = nil
-	}
 	var mu sync.Mutex
 	var lats []time.Duration
 	out := bufio.NewWriter(os.Stdout)
@@ -333,37 +329,31 @@ func TestMultiProcessGroupCommit(t *testing.T) {
 // goroutines each) commit b.N frames in all on a log in a fresh directory
 // under $WAL_BENCH_DIR (default: the test's temporary directory; it must be
 // on a disk for the figures to mean anything). Reported: frames per second
-// and fdatasyncs per frame; group=off is the same with every process
-// syncing on its own (no group-commit page), for comparison.
+// and fdatasyncs per frame.
 func BenchmarkMultiProcessCommit(b *testing.B) {
 	for _, procs := range []int{1, 2, 4} {
 		for _, g := range []int{1, 2} {
-			for _, group := range []string{"on", "off"} {
-				b.Run(fmt.Sprintf("procs=%d/goroutines=%d/group=%s", procs, g, group), func(b *testing.B) {
-					var env []string
-					if group == "off" {
-						env = append(env, "WAL_TEST_CHILD_NOGROUP=1")
-					}
-					base := os.Getenv("WAL_BENCH_DIR")
-					if base == "" {
-						base = b.TempDir()
-					}
-					dir, err := os.MkdirTemp(base, "walbench-")
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer os.RemoveAll(dir)
-					each := max(b.N/procs, 1)
-					b.ResetTimer()
-					st, elapsed := runChildren(b, filepath.Join(dir, "wal"), procs, each, g, env...)
-					b.StopTimer()
-					b.ReportMetric(float64(st.syncs)/float64(st.appends), "fdatasyncs/frame")
-					b.ReportMetric(float64(st.appends)/elapsed.Seconds(), "frames/s")
-					b.ReportMetric(float64(st.latency(0.5).Microseconds()), "p50-µs")
-					b.ReportMetric(float64(st.latency(0.99).Microseconds()), "p99-µs")
-					b.ReportMetric(float64(st.latency(1).Microseconds()), "max-µs")
-				})
-			}
+			b.Run(fmt.Sprintf("procs=%d/goroutines=%d", procs, g), func(b *testing.B) {
+				var env []string
+				base := os.Getenv("WAL_BENCH_DIR")
+				if base == "" {
+					base = b.TempDir()
+				}
+				dir, err := os.MkdirTemp(base, "walbench-")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(dir)
+				each := max(b.N/procs, 1)
+				b.ResetTimer()
+				st, elapsed := runChildren(b, filepath.Join(dir, "wal"), procs, each, g, env...)
+				b.StopTimer()
+				b.ReportMetric(float64(st.syncs)/float64(st.appends), "fdatasyncs/frame")
+				b.ReportMetric(float64(st.appends)/elapsed.Seconds(), "frames/s")
+				b.ReportMetric(float64(st.latency(0.5).Microseconds()), "p50-µs")
+				b.ReportMetric(float64(st.latency(0.99).Microseconds()), "p99-µs")
+				b.ReportMetric(float64(st.latency(1).Microseconds()), "max-µs")
+			})
 		}
 	}
 }

@@ -15,23 +15,43 @@
 //
 // # One global order without a lock
 //
-// Every process opens the newest segment with O_APPEND and writes each frame
-// with one write(2). The kernel picks the offset and writes the frame under
-// the inode lock, so frames of different processes never interleave, and the
-// order of the file is the order in which the writes happened: a global
-// commit order that no process can stall. A process stopped (SIGSTOP, a
-// frozen cgroup) is never stopped inside write(2), so it holds nothing
-// another process waits for. Append reads its frame back where the kernel put
-// it, so a frame that was split (a short write that Go's runtime completed
-// after another process's frame) is reported as a failed append and never
-// counted as committed.
+// Segments are preallocated: a segment is created with a chunk of zeros,
+// synced, and grown by further chunks of zeros (appended, then synced)
+// before frames reach them, so the fdatasync that commits a frame writes the
+// frame's pages and a cache flush - never the file's size or block map. (On
+// a journaled file system that is a journal commit less per sync.)
 //
-// A segment is full once its size reaches the segment size. A frame that
-// starts at or beyond that size is void: readers ignore it, and its writer
-// moves on to the next segment (creating it if needed) and appends again.
-// Hence every valid frame of segment n was written before segment n's size
-// crossed the limit, and every frame of segment n+1 after it: the order of
-// (segment, offset) is the order of time across segments too.
+// Frames go where the shared page (below) says: its tail word is the LSN of
+// the next free byte. A process reserves [o, o+n) for its frame by a
+// compare-and-swap of the tail from o to o+n, writes the frame there with one
+// pwrite, and is done. Reservations never overlap, and their order is one
+// global order of commits; no lock is taken, so no process can stall another:
+// a process stopped between its reservation and its write holds up nobody's
+// append. Its unwritten range holds zeros, and a reader skips any bytes that
+// do not form a frame (below), so a hole left by a process killed there costs
+// nothing but its own frame.
+//
+// What readers may assume of a range still being written is what the
+// in-flight words are for: before its compare-and-swap a process stores the
+// tail it read in its own slot of the page, and clears the slot once its
+// pwrite returned. So every frame below writtenThrough - the tail, lowered
+// to the lowest slot set - is whole (the tail is read before the slots).
+// Group-commit marks and checkpoints go only that far (Scan); a look-up of
+// one record goes to the tail (ScanAll).
+//
+// A segment is full when a frame would end past the segment size. The
+// process that finds it so creates the next segment (zeros, synced, its
+// directory entry synced) and moves the tail to its start with a
+// compare-and-swap; a process that loses that race, or was stopped
+// meanwhile, finds the tail moved and follows it. A frame larger than a
+// segment gets a segment of its own. Hence the order of (segment, offset) is
+// the order of reservations, across segments too.
+//
+// The page is never synced and is rebuilt by every process that opens the
+// log alone (no other process registered, see "Who is alive"): the tail goes
+// after the last whole frame of the newest segment, every slot to zero. A
+// process that finds others registered trusts the page they share (they
+// could not run without it), and refuses to open if it is not set up.
 //
 // # Durability and group commit
 //
@@ -40,26 +60,28 @@
 // it started (group commit); across processes they share syncs through the
 // group-commit page (below). A frame is acknowledged only after a sync that
 // began after the frame was written returned, and the poison check after it
-// passed, so every byte before an acknowledged frame - frames of every
-// process - is durable too, except the fragments of writes cut short by a
-// kill -9 (which can cut a write short, at a page boundary: the kernel copies
-// a write into the page cache page by page). Scan skips such fragments by looking for the next 0xFF and
-// checking both CRCs, so a torn frame in the middle of the log costs nothing
-// but its own loss, and a frame after it is found.
+// passed. Scan skips whatever is not a whole frame - zeros of a reservation
+// never written, the fragment of a write cut short by a kill -9 (which can
+// cut a write at a page boundary: the kernel copies a write into the page
+// cache page by page), pages a power loss did not keep - by looking for the
+// next 0xFF and checking both CRCs, so a torn frame in the middle of the log
+// costs nothing but its own loss, and a frame after it is found.
 //
 // # Group commit across processes
 //
 // fdatasync(2) of a segment makes durable every byte written to it before
 // the call, by any process. The processes share that through dir/group, a
 // page of 64-bit words every process maps shared ([vfs.MapWords]) and nobody
-// ever syncs; every word is read and written with atomic loads and
-// compare-and-swaps, and no lock is taken:
+// ever syncs (it also holds the tail and the in-flight slots); every word is
+// read and written with atomic loads and compare-and-swaps, and no lock is
+// taken:
 //
-//   - synced, an LSN S:X: a sync of segment S that began when S held X
-//     bytes (fstat right before the fdatasync) returned success, and the
-//     poison check after it passed. It only grows.
+//   - synced, an LSN S:X: a sync of segment S that began when every frame
+//     of S below X had been written (writtenThrough, read right before the
+//     fdatasync) returned success, and the poison check after it passed. It
+//     only grows.
 //   - from, an LSN S:O: every process that published a synced mark in S had
-//     its descriptor of S open since S held at most O bytes. It only grows.
+//     its descriptor of S open since the tail was at most S:O. It only grows.
 //   - lead: the wall-clock time at which a process claimed the next sync, or
 //     0.
 //   - done: a count of finished syncs, which waiting processes futex-wait on.
@@ -73,18 +95,18 @@
 //     process's mean fdatasync time, within 2 to 50 ms), it waits on done
 //     until the leader finishes or the bound passes, and goes back to 1.
 //  3. Else it claims lead (a compare-and-swap; a process that loses the race
-//     goes back to 1), raises from to the size S had when it opened S, notes
-//     S's size, fdatasyncs, checks the poison mark, raises synced to S and
-//     that size, clears lead if it still holds its claim, bumps done and
-//     wakes the waiters. A process that has waited twice the bound in all
+//     goes back to 1), raises from to the tail it saw when it opened S,
+//     notes writtenThrough, fdatasyncs, checks the poison mark, raises
+//     synced to what it noted, clears lead if it still holds its claim,
+//     bumps done and wakes the waiters. A process that has waited twice the bound in all
 //     syncs without claiming.
 //
 // Why a mark never covers a frame it should not:
 //
 //   - synced is written only after the sync it describes and the poison
-//     check succeeded, and names the size seen before that sync began: every
-//     byte below it was in the page cache when the sync started, so it is
-//     durable. A frame written during the sync lies beyond it.
+//     check succeeded, and names a point below which every frame was
+//     written before that sync began, so it is durable. A frame reserved
+//     later lies beyond it; one still being written lowered it.
 //   - Only marks of the frames' own segment count; offsets of segment n+1
 //     say nothing about segment n.
 //   - A sync reports the writeback errors of pages written since its
@@ -92,15 +114,12 @@
 //     been told of before (Linux errseq). Such an error can lose a frame
 //     written before the syncer opened S, and the process told of it may
 //     have died before writing POISONED. So a mark covers only frames at or
-//     after from, which every publisher raises to its own opening offset
-//     before it publishes; the writer of an older frame syncs it itself and
-//     is told of the error.
-//   - The page is never synced, so after a power loss it may hold any
-//     written-back mix of old words. Each is a true statement about the disk:
-//     S held at least X durable bytes, so every frame appended since starts
-//     at or after X and no old mark covers it; segment ids are never reused,
-//     and a process publishes marks of S only after S's directory entry was
-//     made durable (openSegment), so S is the same file after the crash.
+//     after from, which every publisher raises to the tail it saw right
+//     after opening S (a frame reserved later was written later) before it
+//     publishes; the writer of an older frame syncs it itself and is told
+//     of the error.
+//   - The page is never synced, but it is rebuilt by whoever opens the log
+//     alone, which is the first process after a power loss.
 //   - lead and done only decide who waits. A stale or lost value costs at
 //     most one bound of waiting: a claim older than the bound, or further in
 //     the future (another boot, a clock step), is taken over.
@@ -111,10 +130,13 @@
 // lead itself; one killed after its sync but before publishing leaves no
 // mark, so the others sync themselves; one killed after publishing leaves a
 // true mark and a claim that expires. A process stopped while it waits holds
-// nothing. A power loss at any step leaves a page whose words are stale but
-// true (above), or zeros, or no page: processes then sync on their own.
-// Removing the page while processes run is harmless too: those that mapped
-// the old one keep sharing it, new ones share a new one.
+// nothing. A process stopped or killed while its slot is set (between
+// reservation and write) keeps writtenThrough below its frame: marks then
+// cover nobody's later frames, so each process syncs its own (slower, never
+// stuck), and checkpoints stop there; a dead process's slot is cleared by
+// the next checkpoint (reapSlots) or by whoever takes its registration.
+// Removing the page while processes run makes new processes refuse to open
+// the log (the running ones keep their mapping); do not.
 //
 // # Failures stop, never lie
 //
@@ -162,8 +184,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 )
@@ -176,10 +196,8 @@ var (
 	// ErrPayload means a payload contains the byte 0xFF, which only starts
 	// frames.
 	ErrPayload = errors.New("wal: payload contains byte 0xFF")
-	// ErrTornAppend means an append did not land as one contiguous frame (a
-	// short write completed after another process's write). The frame does
-	// not count; retrying is safe.
-	ErrTornAppend = errors.New("wal: append was split by a short write")
+	// ErrTooManyProcesses means MaxProcesses processes have the log open.
+	ErrTooManyProcesses = errors.New("wal: too many processes have the log open")
 	// ErrClosed means the log was closed.
 	ErrClosed = errors.New("wal: closed")
 )
@@ -205,8 +223,10 @@ const (
 	// DefaultSegmentSize is the size at which a segment is full.
 	DefaultSegmentSize = 16 << 20
 	// MaxSegmentSize bounds Options.SegmentSize (an offset is 32 bits, and a
-	// frame may end past the limit).
+	// frame larger than a segment gets one of its own).
 	MaxSegmentSize = 1 << 30
+	// chunkSize is how much zeroed space a segment grows by at a time.
+	chunkSize      = 256 << 10
 	checkpointName = "checkpoint"
 	poisonName     = "POISONED"
 	openLockName   = "open.lock"
@@ -243,6 +263,7 @@ type Log struct {
 	openLock vfs.Unlocker // held from Open until Ready
 	procLock vfs.Unlocker // held until Close: this process is alive
 	procPath string
+	slot     int // this process's in-flight word: wSlot0+slot; procs/<slot>.lock
 	alone    bool
 	sameBoot bool
 	boot     string // the running boot's id, if known
@@ -252,6 +273,7 @@ type Log struct {
 	mu      sync.Mutex // serializes this process's appends and rolls
 	cur     *segment
 	written LSN // end of this process's last append
+	slotVal LSN // what this process's in-flight word holds
 	closed  bool
 
 	smu     sync.Mutex // guards the fields below; scond waits on it
@@ -260,27 +282,30 @@ type Log struct {
 	syncing bool
 	err     error // sticky: ErrPoisoned (wrapping the cause)
 
-	group     *group       // the group-commit page (group.go), nil if the FS cannot map it
+	group     *group       // the shared page (group.go); nil only in a read-only log
 	now       func() int64 // wall clock in ns (tests replace it)
 	syncNanos atomic.Int64 // mean fdatasync time (group.go)
 
-	appends, syncs, covered atomic.Int64
+	appends, syncs, covered, grows atomic.Int64
 }
 
 // Stats are a process's counts of log operations.
 type Stats struct {
-	// Appends counts frames appended (void frames not included).
+	// Appends counts frames appended.
 	Appends int64
 	// Syncs counts fdatasyncs of the log (group syncs, rolls, SyncThrough).
 	Syncs int64
 	// Covered counts group syncs this process did not run because another
 	// process's fdatasync had made its frames durable.
 	Covered int64
+	// Grows counts chunks of zeros this process appended to segments (each
+	// with an fdatasync of its own, not counted in Syncs).
+	Grows int64
 }
 
 // Stats returns this process's counts so far.
 func (l *Log) Stats() Stats {
-	return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load(), Covered: l.covered.Load()}
+	return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load(), Covered: l.covered.Load(), Grows: l.grows.Load()}
 }
 
 // segment is an open segment file. A roll retires it; the last sync using
@@ -288,7 +313,8 @@ func (l *Log) Stats() Stats {
 type segment struct {
 	id      uint32
 	f       vfs.File
-	from    uint32 // the segment's size right after f was opened
+	from    uint32 // the tail's offset in it right after f was opened (MaxUint32: the tail had left it)
+	size    int64  // its size as last seen: zeroed space up to here
 	refs    int
 	retired bool
 }
@@ -329,14 +355,15 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 		l.Close()
 		return nil, err
 	}
+	g, err := openGroup(fsys, dir)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("wal: open %s: the processes of a log share a mapped page: %w", dir, err)
+	}
+	l.group = g
 	if err := l.openNewest(); err != nil {
 		l.Close()
 		return nil, err
-	}
-	if g, err := openGroup(fsys, dir); err == nil {
-		l.group = g
-	} else if !errors.Is(err, vfs.ErrNoMap) {
-		l.log.Warn("durofs: the log's group commit across processes is off in this process", "dir", dir, "err", err)
 	}
 	if _, err := fsys.Stat(filepath.Join(dir, poisonName)); err == nil {
 		l.err = fmt.Errorf("%w (marked by %s)", ErrPoisoned, poisonName)
@@ -427,13 +454,14 @@ func OpenReadOnly(fsys vfs.FS, dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// register locks a file in procs/ as this process's registration, and
-// removes the files of dead processes (a lock file is removed only by
-// whoever holds its lock, under open.lock, so no live process can be
-// holding it). A free file (its process closed or died) is taken over
-// rather than a new one created, so that Open needs no free space or
-// inodes (a full disk must still allow inspecting and draining a
-// directory): only an Open that finds none creates one, durably.
+// register locks procs/<i>.lock as this process's registration, i its slot
+// in the page (0 <= i < MaxProcesses), and removes the files of dead
+// processes beyond the one it takes (a lock file is removed only by whoever
+// holds its lock, under open.lock, so no live process can be holding it). A
+// free file (its process closed or died) is taken over rather than a new
+// one created, so that Open needs no free space or inodes (a full disk must
+// still allow inspecting and draining a directory): only an Open that finds
+// none creates one, durably.
 func (l *Log) register() error {
 	pdir := filepath.Join(l.dir, procsDir)
 	names, err := l.fs.ReadDirNames(pdir)
@@ -441,18 +469,22 @@ func (l *Log) register() error {
 		return fmt.Errorf("wal: list %s: %w", pdir, err)
 	}
 	l.alone = true
+	used := map[int]bool{}
 	for _, n := range names {
 		p := filepath.Join(pdir, n)
+		i, isSlot := slotOf(n)
 		u, ok, err := l.fs.TryLock(p)
 		if err != nil {
 			return fmt.Errorf("wal: probe %s: %w", p, err)
 		}
 		if !ok {
 			l.alone = false
+			used[i] = isSlot
 			continue
 		}
-		if l.procLock == nil {
-			l.procLock, l.procPath = u, p
+		if l.procLock == nil && isSlot {
+			l.procLock, l.procPath, l.slot = u, p, i
+			used[i] = true
 			continue
 		}
 		_ = l.fs.Remove(p)
@@ -461,7 +493,17 @@ func (l *Log) register() error {
 	if l.procLock != nil {
 		return nil
 	}
-	l.procPath = filepath.Join(pdir, uuid.NewString()+".lock")
+	l.slot = -1
+	for i := range MaxProcesses {
+		if !used[i] {
+			l.slot = i
+			break
+		}
+	}
+	if l.slot < 0 {
+		return fmt.Errorf("%w (%d)", ErrTooManyProcesses, MaxProcesses)
+	}
+	l.procPath = filepath.Join(pdir, strconv.Itoa(l.slot)+".lock")
 	u, ok, err := l.fs.TryLock(l.procPath)
 	if err != nil || !ok {
 		return fmt.Errorf("wal: lock %s: ok=%v: %w", l.procPath, ok, err)
@@ -472,6 +514,19 @@ func (l *Log) register() error {
 		return fmt.Errorf("wal: sync %s: %w", pdir, err)
 	}
 	return nil
+}
+
+// slotOf parses a registration file name "<i>.lock".
+func slotOf(name string) (int, bool) {
+	d, ok := strings.CutSuffix(name, ".lock")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(d)
+	if err != nil || i < 0 || i >= MaxProcesses || strconv.Itoa(i) != d {
+		return 0, false
+	}
+	return i, true
 }
 
 // Usable reports whether this process's handle on the log still works (a
@@ -559,31 +614,116 @@ func (l *Log) segments() ([]uint32, error) {
 	return ids, nil
 }
 
-// openNewest opens the newest segment for appending, creating segment 1 in
-// an empty log.
+// openNewest sets up the page if this process is alone (the tail after the
+// newest segment's last whole frame, every slot free), and opens the
+// segment the tail is in.
 func (l *Log) openNewest() error {
-	ids, err := l.segments()
-	if err != nil {
-		return err
+	g := l.group
+	if l.alone {
+		ids, err := l.segments()
+		if err != nil {
+			return err
+		}
+		id := uint32(1)
+		if len(ids) > 0 {
+			id = ids[len(ids)-1]
+		}
+		if err := l.prepareSegment(id); err != nil {
+			return err
+		}
+		end, err := l.lastFrameEnd(id)
+		if err != nil {
+			return err
+		}
+		g.reset(MakeLSN(id, end))
+	} else if g.w.Load(wMagic) != groupMagic || g.w.Load(wTail) == 0 {
+		return fmt.Errorf("wal: open %s: other processes have the log open, but %s is not set up for this version (removed while they ran, or they run an older durofs)", l.dir, groupName)
+	} else {
+		// Our slot's last owner is dead (we hold its lock): its write, if
+		// any, is over.
+		g.store(wSlot0+l.slot, 0)
 	}
-	id := uint32(1)
-	if len(ids) > 0 {
-		id = ids[len(ids)-1]
-	}
-	s, err := l.openSegment(id)
+	t := LSN(g.w.Load(wTail))
+	s, err := l.openSegment(t.Segment())
 	if err != nil {
 		return err
 	}
 	l.cur = s
-	l.written = MakeLSN(id, 0)
+	l.written = MakeLSN(s.id, 0)
 	l.durable = l.written
 	return nil
 }
 
-// openSegment opens (creating) segment id for appending and makes its
-// directory entry durable before any frame in it can be acknowledged.
+// lastFrameEnd returns the offset just after segment id's last whole frame
+// (0 if it has none).
+func (l *Log) lastFrameEnd(id uint32) (uint32, error) {
+	data, err := l.readSegment(id, 0, -1)
+	if err != nil {
+		return 0, err
+	}
+	end := 0
+	walkFrames(data, 0, l.segSize, func(pos int, p []byte) error {
+		end = pos + headerSize + len(p)
+		return nil
+	})
+	return uint32(end), nil
+}
+
+// prepareSegment makes segment id exist with at least one chunk of zeros,
+// durably (data and directory entry), before any frame can be reserved in
+// it. Several processes may prepare the same segment at once: each appends
+// its zeros at the end (O_APPEND), so none overwrites a frame.
+func (l *Log) prepareSegment(id uint32) error {
+	f, err := l.fs.OpenFile(l.segPath(id), os.O_RDWR|os.O_CREATE, vfs.FilePerm)
+	if err != nil {
+		return fmt.Errorf("wal: create segment %d: %w", id, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("wal: create segment %d: %w", id, err)
+	}
+	if fi.Size() < min(chunkSize, l.segSize) {
+		if err := l.grow(id, fi.Size()); err != nil {
+			return err
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.poison(fmt.Errorf("sync %s: %w", l.dir, err))
+	}
+	return nil
+}
+
+// grow appends a chunk of zeros to segment id (whose size was seen to be
+// size) and syncs it, so that frames written there later need no metadata
+// in their sync. Zeros are appended (O_APPEND): whoever else grows the
+// segment at the same time appends after them, and nobody's frame is
+// overwritten. It never grows a segment past the segment size.
+func (l *Log) grow(id uint32, size int64) error {
+	n := min(int64(chunkSize), l.segSize-size)
+	if n <= 0 {
+		return nil
+	}
+	f, err := l.fs.OpenFile(l.segPath(id), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("wal: grow segment %d: %w", id, err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, n)); err != nil {
+		return fmt.Errorf("wal: grow segment %d: %w", id, err)
+	}
+	failpoint.Hit("wal.grow")
+	l.grows.Add(1)
+	if err := vfs.Datasync(f); err != nil {
+		return l.poison(fmt.Errorf("sync segment %d: %w", id, err))
+	}
+	return nil
+}
+
+// openSegment opens segment id, which prepareSegment made durable, for
+// writing frames.
 func (l *Log) openSegment(id uint32) (*segment, error) {
-	f, err := l.fs.OpenFile(l.segPath(id), os.O_RDWR|os.O_APPEND|os.O_CREATE, vfs.FilePerm)
+	f, err := l.fs.OpenFile(l.segPath(id), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("wal: open segment: %w", err)
 	}
@@ -592,11 +732,14 @@ func (l *Log) openSegment(id uint32) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("wal: open segment: %w", err)
 	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		f.Close()
-		return nil, l.poison(fmt.Errorf("sync %s: %w", l.dir, err))
+	s := &segment{id: id, f: f, size: fi.Size(), from: ^uint32(0)}
+	switch t := LSN(l.group.w.Load(wTail)); {
+	case t.Segment() == id:
+		s.from = t.Offset()
+	case t.Segment() < id:
+		s.from = 0
 	}
-	return &segment{id: id, f: f, from: uint32(min(fi.Size(), int64(^uint32(0))))}, nil
+	return s, nil
 }
 
 // retire drops the log's reference to s (l.mu held).
@@ -645,70 +788,98 @@ func (l *Log) Append(payload []byte) (lsn, end LSN, err error) {
 		return 0, 0, ErrPayload
 	}
 	frame := encode(payload)
+	n := int64(len(frame))
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	g := l.group
 	for {
 		if err := l.Err(); err != nil {
 			return 0, 0, err
 		}
-		if l.closed {
+		if l.closed || !g.live() {
 			return 0, 0, ErrClosed
 		}
 		s := l.cur
-		if _, err := s.f.Write(frame); err != nil {
-			// Whatever part was written is an invalid frame: skipped by Scan.
-			return 0, 0, fmt.Errorf("wal: append: %w", err)
-		}
-		e, err := s.f.Seek(0, io.SeekCurrent)
-		if err != nil {
-			return 0, 0, fmt.Errorf("wal: append: %w", err)
-		}
-		start := e - int64(len(frame))
-		back := make([]byte, len(frame))
-		if start < 0 {
-			return 0, 0, ErrTornAppend
-		}
-		if _, err := s.f.ReadAt(back, start); err != nil || !bytes.Equal(back, frame) {
-			return 0, 0, ErrTornAppend
-		}
-		if start >= l.segSize {
-			// Void: the segment was full before this write. Roll.
-			if err := l.roll(s); err != nil {
+		t := LSN(g.w.Load(wTail))
+		if t.Segment() != s.id {
+			if err := l.follow(s, t.Segment()); err != nil {
 				return 0, 0, err
 			}
 			continue
 		}
-		l.written = MakeLSN(s.id, uint32(e))
+		o := int64(t.Offset())
+		if o > 0 && o+n > l.segSize {
+			// Full: prepare the next segment and move the tail there
+			// (unless another process did first).
+			if err := l.prepareSegment(s.id + 1); err != nil {
+				return 0, 0, err
+			}
+			g.w.CompareAndSwap(wTail, uint64(t), uint64(MakeLSN(s.id+1, 0)))
+			continue
+		}
+		if o+n+chunkSize/2 > s.size && s.size < l.segSize {
+			// Zeros ahead of the frames, before reserving: a process
+			// growing the segment holds up nobody's reservation.
+			if fi, err := s.f.Stat(); err == nil {
+				s.size = fi.Size()
+			}
+			if o+n+chunkSize/2 > s.size && s.size < l.segSize {
+				if err := l.grow(s.id, s.size); err != nil {
+					return 0, 0, err
+				}
+				s.size = min(s.size+chunkSize, l.segSize)
+				continue
+			}
+		}
+		// Reserve [o, o+n): the slot first (package doc: readers read the
+		// tail, then the slots).
+		l.setSlot(t)
+		if !g.w.CompareAndSwap(wTail, uint64(t), uint64(t)+uint64(n)) {
+			l.setSlot(0)
+			continue
+		}
+		failpoint.Hit("wal.reserved")
+		_, err := s.f.Seek(o, io.SeekStart)
+		if err == nil {
+			_, err = s.f.Write(frame)
+		}
+		l.setSlot(0)
+		if err != nil {
+			// Whatever part was written is not a whole frame: skipped.
+			return 0, 0, fmt.Errorf("wal: append: %w", err)
+		}
+		l.written = t + LSN(n)
 		l.appends.Add(1)
-		return MakeLSN(s.id, uint32(start)), l.written, nil
+		return t, l.written, nil
 	}
 }
 
-// roll moves this process to the segment after s (l.mu held). Frames this
-// process wrote to s are synced first, so a sync of the new segment covers
-// all of its earlier frames.
-func (l *Log) roll(s *segment) error {
-	l.syncs.Add(1)
-	if err := vfs.Datasync(s.f); err != nil {
-		return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
+// setSlot stores v in this process's in-flight word (l.mu held).
+func (l *Log) setSlot(v LSN) {
+	l.group.store(wSlot0+l.slot, uint64(v))
+	l.slotVal = v
+}
+
+// follow moves this process from segment s to segment id, where the tail is
+// (l.mu held). Frames this process wrote to s are synced first, so a sync
+// of the new segment covers all of its earlier frames.
+func (l *Log) follow(s *segment, id uint32) error {
+	if l.written.Segment() == s.id && l.written.Offset() > 0 {
+		l.syncs.Add(1)
+		if err := vfs.Datasync(s.f); err != nil {
+			return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
+		}
+		l.smu.Lock()
+		l.durable = max(l.durable, l.written)
+		l.smu.Unlock()
 	}
-	l.smu.Lock()
-	l.durable = max(l.durable, l.written)
-	l.smu.Unlock()
-	ids, err := l.segments()
-	if err != nil {
-		return err
-	}
-	next := s.id + 1
-	if len(ids) > 0 {
-		next = max(next, ids[len(ids)-1])
-	}
-	ns, err := l.openSegment(next)
+	ns, err := l.openSegment(id)
 	if err != nil {
 		return err
 	}
 	l.retire(s)
 	l.cur = ns
+	l.written = max(l.written, MakeLSN(id, 0))
 	return nil
 }
 
@@ -869,10 +1040,12 @@ func (l *Log) ClearPoison() error {
 	return nil
 }
 
-// End returns the LSN just after this process's latest append, at least the
-// start of its current segment; every frame written later by any process has
-// a larger LSN.
+// End returns an LSN that every frame appended later, by any process, is at
+// or after: the tail.
 func (l *Log) End() LSN {
+	if l.group != nil && l.group.live() {
+		return LSN(l.group.w.Load(wTail))
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.written
@@ -954,45 +1127,70 @@ func (l *Log) RemoveCheckpointTemps() error {
 }
 
 // Scan calls fn for every valid frame at or after from, in log order, up to
-// the end of the log as it is when each segment is read. It returns the LSN
-// just after the last valid frame it saw (from, if none): scanning again from
-// there sees only frames written since (and frames that were still being
-// written). fn must not keep payload.
+// the point below which every reserved frame has been written
+// (writtenThrough; in a read-only log, the end of the files). It returns the
+// LSN just after the last valid frame it saw (from, if none): every frame
+// below it is whole, and scanning again from there sees only frames
+// written since. A checkpoint may move to it. fn must not keep payload.
 func (l *Log) Scan(from LSN, fn func(lsn LSN, payload []byte) error) (LSN, error) {
+	limit := LSN(1<<64 - 1)
+	if l.group != nil && l.group.live() {
+		limit = l.group.writtenThrough()
+		if limit < LSN(l.group.w.Load(wTail)) {
+			// A process that died between reservation and write holds
+			// the checkpoint back until its slot is cleared.
+			l.reapSlots()
+			limit = l.group.writtenThrough()
+		}
+	}
+	return l.scan(from, limit, fn)
+}
+
+// ScanAll is Scan up to the tail: it also reads frames that were reserved
+// and may still be being written (a frame caught mid-write is skipped as
+// torn). Use it to look up a record whose writer is known to be done with
+// it (dead, or holding no lock the caller holds); its end is no place for a
+// checkpoint.
+func (l *Log) ScanAll(from LSN, fn func(lsn LSN, payload []byte) error) (LSN, error) {
+	limit := LSN(1<<64 - 1)
+	if l.group != nil && l.group.live() {
+		limit = LSN(l.group.w.Load(wTail))
+	}
+	return l.scan(from, limit, fn)
+}
+
+func (l *Log) scan(from, limit LSN, fn func(lsn LSN, payload []byte) error) (LSN, error) {
 	ids, err := l.segments()
 	if err != nil {
 		return from, err
 	}
 	end := from
 	for _, id := range ids {
-		if id < from.Segment() {
+		if id < from.Segment() || id > limit.Segment() {
 			continue
 		}
 		off := int64(0)
 		if id == from.Segment() {
 			off = int64(from.Offset())
 		}
-		data, err := l.readSegment(id, off)
+		to := int64(-1)
+		if id == limit.Segment() {
+			to = int64(limit.Offset())
+		}
+		data, err := l.readSegment(id, off, to)
 		if err != nil {
 			return end, err
 		}
-		pos := 0
-		for pos < len(data) && off+int64(pos) < l.segSize {
-			p, ok := decode(data[pos:])
-			if !ok {
-				next := bytes.IndexByte(data[pos+1:], 0xFF)
-				if next < 0 {
-					break
-				}
-				pos += 1 + next
-				continue
-			}
-			lsn := MakeLSN(id, uint32(off+int64(pos)))
-			if err := fn(lsn, p); err != nil {
-				return end, err
-			}
-			pos += headerSize + len(p)
-			end = MakeLSN(id, uint32(off+int64(pos)))
+		last := -1
+		err = walkFrames(data, off, l.segSize, func(pos int, p []byte) error {
+			last = pos + headerSize + len(p)
+			return fn(MakeLSN(id, uint32(off+int64(pos))), p)
+		})
+		if last >= 0 {
+			end = MakeLSN(id, uint32(off+int64(last)))
+		}
+		if err != nil {
+			return end, err
 		}
 		if end < MakeLSN(id, 0) {
 			end = MakeLSN(id, 0)
@@ -1001,8 +1199,49 @@ func (l *Log) Scan(from LSN, fn func(lsn LSN, payload []byte) error) (LSN, error
 	return end, nil
 }
 
-// readSegment reads segment id from offset off to its end.
-func (l *Log) readSegment(id uint32, off int64) ([]byte, error) {
+// walkFrames calls fn for every valid frame in data (read from offset off
+// of a segment), skipping what is not a frame: zeros, torn fragments.
+func walkFrames(data []byte, off, segSize int64, fn func(pos int, payload []byte) error) error {
+	pos := 0
+	for pos < len(data) && off+int64(pos) < segSize {
+		p, ok := decode(data[pos:])
+		if !ok {
+			next := bytes.IndexByte(data[pos+1:], 0xFF)
+			if next < 0 {
+				return nil
+			}
+			pos += 1 + next
+			continue
+		}
+		if err := fn(pos, p); err != nil {
+			return err
+		}
+		pos += headerSize + len(p)
+	}
+	return nil
+}
+
+// reapSlots clears the in-flight words of processes that died between a
+// reservation and its write: a slot is dead when its registration's lock
+// is free (this process's own slot never is).
+func (l *Log) reapSlots() {
+	g := l.group
+	for i := range MaxProcesses {
+		v := g.w.Load(wSlot0 + i)
+		if v == 0 || i == l.slot {
+			continue
+		}
+		u, ok, err := l.fs.TryLock(filepath.Join(l.dir, procsDir, strconv.Itoa(i)+".lock"))
+		if err != nil || !ok {
+			continue
+		}
+		g.w.CompareAndSwap(wSlot0+i, v, 0)
+		_ = u.Unlock()
+	}
+}
+
+// readSegment reads segment id from offset off to offset to (-1: its end).
+func (l *Log) readSegment(id uint32, off, to int64) ([]byte, error) {
 	f, err := l.fs.OpenFile(l.segPath(id), os.O_RDONLY, 0)
 	if vfs.IsNotExist(err) {
 		return nil, nil // removed below a checkpoint meanwhile
@@ -1015,10 +1254,14 @@ func (l *Log) readSegment(id uint32, off int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: read segment %d: %w", id, err)
 	}
-	if fi.Size() <= off {
+	size := fi.Size()
+	if to >= 0 {
+		size = min(size, to)
+	}
+	if size <= off {
 		return nil, nil
 	}
-	buf := make([]byte, fi.Size()-off)
+	buf := make([]byte, size-off)
 	n, err := f.ReadAt(buf, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("wal: read segment %d: %w", id, err)

@@ -368,63 +368,6 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-// splitFS makes the next write to a segment land in two pieces with another
-// process's frame between them - what Go's write loop does after a short
-// write(2) on an O_APPEND file while another process appends.
-type splitFS struct {
-	*vfs.MemFS
-	armed bool
-	other []byte
-}
-
-type splitFile struct {
-	vfs.File
-	fs *splitFS
-}
-
-func (s *splitFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := s.MemFS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &splitFile{File: f, fs: s}, nil
-}
-
-func (f *splitFile) Write(p []byte) (int, error) {
-	if !f.fs.armed || len(p) < 10 {
-		return f.File.Write(p)
-	}
-	f.fs.armed = false
-	n, err := f.File.Write(p[:10])
-	if err != nil {
-		return n, err
-	}
-	if _, err := f.File.Write(f.fs.other); err != nil {
-		return n, err
-	}
-	m, err := f.File.Write(p[10:])
-	return n + m, err
-}
-
-// A frame split around another process's frame is reported as a failed
-// append (never acknowledged), and neither piece is taken for a frame; the
-// other process's frame is found.
-func TestSplitAppendIsNotAcknowledged(t *testing.T) {
-	fsys := &splitFS{MemFS: vfs.NewStrictMem()}
-	l := openT(t, fsys, 0)
-	fsys.other = encode(payload(9, 9))
-	fsys.armed = true
-	if _, _, err := l.Append(payload(0, 0)); !errors.Is(err, ErrTornAppend) {
-		t.Fatalf("split append: %v, want ErrTornAppend", err)
-	}
-	if _, err := l.Commit(context.Background(), payload(0, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if _, ps := scanAll(t, l, 0); !slices.Equal(ps, []string{string(payload(9, 9)), string(payload(0, 1))}) {
-		t.Fatalf("got %q", ps)
-	}
-}
-
 // SameBoot is true only when a process of the running boot recorded it
 // (RecordBoot, after the replay a reboot calls for): an Open whose replay
 // was cut short - it never called RecordBoot - leaves the next Open a
