@@ -451,7 +451,7 @@ func (p *FSProvider) deletedAfter(from wal.LSN) (map[string]bool, error) {
 			out[r.Queue+"/"+r.Name] = true
 		}
 	}
-	_, err := p.wal.Scan(from, func(lsn wal.LSN, payload []byte) error {
+	_, err := p.wal.ScanAll(from, func(lsn wal.LSN, payload []byte) error {
 		var rec commitRecord
 		if err := jsonUnmarshal(payload, &rec); err != nil {
 			return fmt.Errorf("log record at %v does not decode: %w", lsn, err)

@@ -211,7 +211,10 @@ func (p *FSProvider) findRecord(key string, mark *pendingMark) (*loggedRecord, e
 	prefix := []byte(`{"id":"` + mark.ID + `"`)
 	var found *loggedRecord
 	var derr error
-	_, err = p.wal.Scan(max(mark.Hint, ckpt), func(lsn wal.LSN, payload []byte) error {
+	// To the tail (ScanAll): the record's writer is done with it (dead, or
+	// it would still hold the flock the caller holds), but a reservation of
+	// another process still being written may lie below it.
+	_, err = p.wal.ScanAll(max(mark.Hint, ckpt), func(lsn wal.LSN, payload []byte) error {
 		if !bytes.HasPrefix(payload, prefix) {
 			return nil
 		}
