@@ -118,6 +118,7 @@ func init() {
 // directory.
 type FSProvider struct {
 	dir        string
+	format     int    // the FORMAT version Open found (upgradeFormat)
 	fs         vfs.FS // durability applied (NoSync in ProcessCrashSafe mode)
 	leaseFS    vfs.FS // never syncs: leases are not durable state (see leases.go)
 	clk        clock.Clock
@@ -178,7 +179,12 @@ type formatFile struct {
 }
 
 // FormatVersion is the on-disk format major version this code reads and
-// writes. Version 3 names queue messages <ULID>.<visible>.<route> (fsqueue
+// writes. Version 4 preallocates the write-ahead log's segments and reserves
+// each record's place through the log's shared page (package wal); a
+// version-3 directory is read and upgraded in place by the first process
+// that opens it alone (its log is compatible), and refused while processes
+// of an older build have it open: their appends at the end of a segment
+// would land where this build reserves space. Version 3 names queue messages <ULID>.<visible>.<route> (fsqueue
 // version 3), so a queue's index is built from its names alone; version 2
 // (development builds of 0.2.0) named them <ULID>.json and is refused:
 // finish its work with the build that wrote it (queues drained, every
@@ -186,7 +192,7 @@ type formatFile struct {
 // Version 1 kept per-instance commit records in commits/ and is refused
 // too: finish its work with durofs 0.1 (every process closed, commits/
 // empty), then start a new directory.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // queueVersion is the fsqueue format of the directory's queues
 // (fsqueue.json), checked by fsck.
@@ -267,6 +273,10 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 	}
 	p.wal = l
 	defer l.Ready()
+	if err := p.upgradeFormat(l); err != nil {
+		l.Close()
+		return err
+	}
 	if !l.Alone() {
 		if err := l.Err(); err != nil {
 			l.Close()
@@ -377,6 +387,9 @@ func (p *FSProvider) initLayout() error {
 		if err := checkFormat(data, path); err != nil {
 			return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 		}
+		var f formatFile
+		_ = jsonUnmarshal(data, &f)
+		p.format = f.Version
 	} else if err := p.checkForeign(); err != nil {
 		return err
 	}
@@ -455,9 +468,31 @@ func checkFormat(data []byte, path string) error {
 	if f.Version == 2 {
 		return fmt.Errorf("%w: on-disk format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version %d); finish the directory's work with the build that wrote it (let its queues drain, close every process), then start a new directory", ErrUnsupportedFS, FormatVersion)
 	}
-	if f.Version != FormatVersion {
+	if f.Version != FormatVersion && f.Version != 3 {
 		return fmt.Errorf("%w: on-disk format version %d (this build reads version %d)", ErrUnsupportedFS, f.Version, FormatVersion)
 	}
+	return nil
+}
+
+// upgradeFormat moves a version-3 directory to version 4 (FormatVersion),
+// in place, while this process has its log alone (no older process can be
+// appending); it refuses the directory while others have it open, since
+// they run a build of version 3.
+func (p *FSProvider) upgradeFormat(l *wal.Log) error {
+	if p.format != 3 {
+		return nil
+	}
+	if !l.Alone() {
+		return fmt.Errorf("durofs: open %s: %w: processes of an older durofs (on-disk format 3) have the directory open; close them, then open it with this build (which upgrades it to format %d)", p.dir, ErrUnsupportedFS, FormatVersion)
+	}
+	data, _ := jsonMarshal(formatFile{Format: "durofs", Version: FormatVersion})
+	if err := vfs.WriteFile(p.fs, filepath.Join(p.dir, "FORMAT"), data); err != nil {
+		return fmt.Errorf("durofs: open %s: upgrade FORMAT to version %d: %w", p.dir, FormatVersion, err)
+	}
+	if err := p.fs.SyncDir(p.dir); err != nil {
+		return fmt.Errorf("durofs: open %s: upgrade FORMAT to version %d: %w", p.dir, FormatVersion, err)
+	}
+	p.format = FormatVersion
 	return nil
 }
 

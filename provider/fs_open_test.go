@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestOpenFormat: Open creates FORMAT (version 3) in a fresh directory and
-// reopens a current one; it refuses, with an error wrapping
+// TestOpenFormat: Open creates FORMAT (version 4) in a fresh directory,
+// reopens a current one and upgrades a version-3 one in place; it refuses, with an error wrapping
 // ErrUnsupportedFS, a FORMAT of version 1 or 2 (saying what to do), of a
 // future version or of another kind, and creates nothing in a directory it
 // refuses.
@@ -20,10 +20,11 @@ func TestOpenFormat(t *testing.T) {
 		wantErr string // "" = Open succeeds; else a part of the error
 	}{
 		{"fresh directory", "", ""},
-		{"current version", `{"format":"durofs","version":3}`, ""},
-		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 3); finish the directory's work with durofs 0.1"},
-		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 3); finish the directory's work with the build that wrote it"},
-		{"future major version", `{"format":"durofs","version":4}`, "format version 4 (this build reads version 3)"},
+		{"current version", `{"format":"durofs","version":4}`, ""},
+		{"version 3 (log not preallocated): upgraded", `{"format":"durofs","version":3}`, ""},
+		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 4); finish the directory's work with durofs 0.1"},
+		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 4); finish the directory's work with the build that wrote it"},
+		{"future major version", `{"format":"durofs","version":5}`, "format version 5 (this build reads version 4)"},
 		{"not durofs", `{"format":"other","version":2}`, "is not a durofs FORMAT file"},
 		{"garbage", `not json`, "is not a durofs FORMAT file"},
 	}
@@ -57,8 +58,8 @@ func TestOpenFormat(t *testing.T) {
 			}
 			p.Close()
 			data, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
-			if err != nil || (c.format != "" && string(data) != c.format) || !strings.Contains(string(data), `"version":3`) {
-				t.Fatalf("FORMAT = %q, %v; want version 3", data, err)
+			if err != nil || !strings.Contains(string(data), `"format":"durofs"`) || !strings.Contains(string(data), `"version":4`) {
+				t.Fatalf("FORMAT = %q, %v; want version 4", data, err)
 			}
 			// Reopening works and keeps the FORMAT file.
 			p2, err := Open(dir, Options{SweepInterval: -1})
@@ -70,6 +71,30 @@ func TestOpenFormat(t *testing.T) {
 				t.Fatalf("FORMAT changed by a reopen: %q, was %q", again, data)
 			}
 		})
+	}
+}
+
+// TestOpenRefusesFormat3InUse: a version-3 directory that other processes
+// have open (processes of an older build, which append at the end of a log
+// segment) is refused; nothing is upgraded under them.
+func TestOpenRefusesFormat3InUse(t *testing.T) {
+	dir := t.TempDir()
+	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
+	defer p.Close()
+	v3 := `{"format":"durofs","version":3}`
+	if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(v3), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Open(dir, Options{SweepInterval: -1, Logger: quietLog})
+	if err == nil {
+		q.Close()
+		t.Fatal("Open of a version-3 directory in use succeeded")
+	}
+	if !errors.Is(err, ErrUnsupportedFS) || !strings.Contains(err.Error(), "older durofs") {
+		t.Fatalf("Open = %v, want ErrUnsupportedFS naming the older processes", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "FORMAT")); string(data) != v3 {
+		t.Fatalf("FORMAT = %q: upgraded under the other processes", data)
 	}
 }
 

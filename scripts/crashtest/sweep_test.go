@@ -84,6 +84,7 @@ var seeds = map[string][]seed{
 	script.Duroxide: {
 		{"commit.after_mark", 2},            // lease marked, no record, staged messages: a commit that never happened
 		{"commit.after_append", 2},          // record appended, not yet synced
+		{"wal.reserved", 2},                 // the record's place reserved in the log, nothing written there
 		{"ack.after_commit", 2},             // publishes to both queues, consumes the start
 		{"ack.after_commit", 5},             // deletes three messages and a queued cancelled activity
 		{"workack.after_mark", 4},           // claim marked acked, no record
@@ -95,6 +96,7 @@ var seeds = map[string][]seed{
 	script.GoWorkflows: {
 		{"gw.before_commit", 3},     // staged events and activity task, no mark: a completion that never happened
 		{"commit.after_mark", 3},    // two leases marked (P and the C it creates), no record
+		{"wal.reserved", 3},         // the record's place reserved, not written
 		{"gw.after_commit", 3},      // a record of two parts, nothing applied
 		{"gw.after_part", 3},        // C's part applied, P's not
 		{"gwact.after_mark", 4},     // claim marked, result staged, no record

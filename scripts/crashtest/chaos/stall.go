@@ -42,9 +42,12 @@ import (
 // the stopped worker is rejected without taking the item's lock (provider
 // claimTaken) - one once waited out the new holder's stop inside its own
 // ack. The write-ahead log itself takes no lock
-// across processes (one O_APPEND write per frame); a process stopped while
-// it leads a group sync (failpoint wal.sync_lead) makes the others wait at
-// most the log's lead bound (at most 50 ms), then they sync themselves.
+// across processes (a compare-and-swap reserves each frame's place, one
+// pwrite fills it); a process stopped between the two (failpoint
+// wal.reserved) only keeps others' group-commit marks short of its frame,
+// so they sync their own; one stopped while it leads a group sync
+// (failpoint wal.sync_lead) makes the others wait at most the log's lead
+// bound (at most 50 ms), then they sync themselves.
 
 // stallVictim is the slot whose worker is stopped.
 const stallVictim = 0
