@@ -53,44 +53,48 @@ func openGroup(fsys vfs.FS, dir string) (*group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
 	}
-	g, err := mapGroup(f)
+	g, created, err := mapGroup(f)
 	if err != nil {
 		_ = f.Close()
 		return nil, err
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		g.close()
-		return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+	if created {
+		if err := fsys.SyncDir(dir); err != nil {
+			g.close()
+			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+		}
 	}
 	return g, nil
 }
 
-func mapGroup(f vfs.File) (*group, error) {
+// mapGroup maps the page, first writing it out (and reporting created) if
+// the file is shorter than a page.
+func mapGroup(f vfs.File) (g *group, created bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+		return nil, false, fmt.Errorf("wal: open %s: %w", groupName, err)
 	}
-	if fi.Size() < groupBytes {
+	if created = fi.Size() < groupBytes; created {
 		// Written, not truncated, and synced with its directory entry:
 		// the page's blocks exist, so that a store into the mapping never
 		// needs space (on a full disk it would be SIGBUS), and it is there
 		// after a power loss. Only a process holding open.lock gets here
 		// (Open), so no mapped word is overwritten.
 		if _, err := f.Seek(fi.Size(), io.SeekStart); err != nil {
-			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+			return nil, false, fmt.Errorf("wal: open %s: %w", groupName, err)
 		}
 		if _, err := f.Write(make([]byte, groupBytes-fi.Size())); err != nil {
-			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+			return nil, false, fmt.Errorf("wal: open %s: %w", groupName, err)
 		}
 		if err := f.Sync(); err != nil {
-			return nil, fmt.Errorf("wal: open %s: %w", groupName, err)
+			return nil, false, fmt.Errorf("wal: open %s: %w", groupName, err)
 		}
 	}
 	w, err := vfs.MapWords(f, groupWords)
 	if err != nil {
-		return nil, fmt.Errorf("wal: map %s: %w", groupName, err)
+		return nil, false, fmt.Errorf("wal: map %s: %w", groupName, err)
 	}
-	return &group{f: f, w: w}, nil
+	return &group{f: f, w: w}, created, nil
 }
 
 func (g *group) close() {
