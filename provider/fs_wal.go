@@ -1004,12 +1004,16 @@ type LogStats struct {
 	// Checkpoints counts checkpoints this process made; CheckpointSyncs the
 	// fsyncs of files and directories they ran.
 	Checkpoints, CheckpointSyncs int64
+	// Grows counts the log's segment grows (zeros appended and synced ahead
+	// of the frames, in the background); GrowWaits those an append waited
+	// for (wal.Stats).
+	Grows, GrowWaits int64
 }
 
 // LogStats returns this process's write-ahead log counters.
 func (p *FSProvider) LogStats() LogStats {
 	ws := p.wal.Stats()
-	return LogStats{Appends: ws.Appends, Syncs: ws.Syncs, Checkpoints: p.stats.checkpoints.Load(), CheckpointSyncs: p.stats.checkpointSyncs.Load()}
+	return LogStats{Appends: ws.Appends, Syncs: ws.Syncs, Checkpoints: p.stats.checkpoints.Load(), CheckpointSyncs: p.stats.checkpointSyncs.Load(), Grows: ws.Grows, GrowWaits: ws.GrowWaits}
 }
 
 // checkpointLoop checkpoints in the background every interval.

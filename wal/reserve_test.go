@@ -44,12 +44,14 @@ func write(t *testing.T, l *Log, at LSN, frame []byte) LSN {
 	return l.written
 }
 
-// The segment is zeroed ahead of the frames: appends and their syncs within
-// a chunk leave the file's size alone (the fdatasync has no size to
-// write), and it grows a chunk at a time before the tail reaches its end.
+// The segment is zeroed ahead of the frames: appends and their syncs leave
+// the file's size alone (the fdatasync has no size to write; only grows
+// change it), no frame ever ends past the zeros, and it grows a chunk at a
+// time - in the background, ahead of the tail - up to the segment size and
+// never past it.
 func TestSegmentsArePreallocated(t *testing.T) {
 	fsys := newMem(t)
-	const segSize = chunkSize + 64<<10
+	const segSize = 2*chunkSize + 64<<10
 	l := openT(t, fsys, segSize)
 	seg := l.segPath(1)
 	size := func() int64 {
@@ -62,27 +64,31 @@ func TestSegmentsArePreallocated(t *testing.T) {
 	if got := size(); got != chunkSize {
 		t.Fatalf("new segment holds %d bytes, want one chunk of zeros (%d)", got, chunkSize)
 	}
-	changes, grows, n := 0, l.Stats().Grows, 0
+	grows, waits, n := l.Stats().Grows, l.Stats().GrowWaits, 0
 	for i := 0; l.End().Segment() == 1; i++ {
 		n++
-		before := size()
 		_, end, err := l.Append(payload(0, i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if size() != before {
-			changes++
-		}
 		if err := l.Sync(context.Background(), end); err != nil {
 			t.Fatal(err)
 		}
-		if end.Segment() == 1 && int64(end.Offset()) > size() {
-			t.Fatalf("frame ends at %v, past the zeroed %d bytes", end, size())
+		l.bg.Wait() // appends slower than grows: none waits for zeros
+		// Only grows change the size: it is always a whole number of
+		// chunks (or the segment size), whatever the frames' lengths.
+		if z := size(); end.Segment() == 1 && (int64(end.Offset()) > z || z%chunkSize != 0 && z != segSize) {
+			t.Fatalf("frame ends at %v; the segment holds %d bytes, not the zeros of whole grows", end, z)
 		}
 	}
-	// The last append prepared segment 2: one grow more than segment 1's.
-	if got := l.Stats().Grows - grows; changes+1 != int(got) || changes == 0 {
-		t.Fatalf("segment 1's size changed at %d appends, %d grows in all: want one grow of segment 1 per change (> 0) and one of segment 2", changes, got)
+	l.bg.Wait()
+	// Segment 1 grew twice (256 KiB, then the last 64 KiB); the last append
+	// prepared segment 2.
+	if got := l.Stats().Grows - grows; got != 3 {
+		t.Fatalf("%d grows, want 2 of segment 1 and 1 of segment 2", got)
+	}
+	if got := l.Stats().GrowWaits - waits; got != 1 {
+		t.Fatalf("%d appends waited for zeros, want 1 (the roll to segment 2): segment 1 must grow in the background, ahead of its frames", got)
 	}
 	if fi, _ := fsys.Stat(seg); fi.Size() != segSize {
 		t.Fatalf("full segment holds %d bytes, want the segment size %d", fi.Size(), segSize)

@@ -16,10 +16,13 @@
 // # One global order without a lock
 //
 // Segments are preallocated: a segment is created with a chunk of zeros,
-// synced, and grown by further chunks of zeros (appended, then synced)
-// before frames reach them, so the fdatasync that commits a frame writes the
+// synced, and grown by further chunks of zeros (appended, then synced, in
+// the background once frames come within half a chunk of the end) before
+// frames reach them, so the fdatasync that commits a frame writes the
 // frame's pages and a cache flush - never the file's size or block map. (On
-// a journaled file system that is a journal commit less per sync.)
+// a journaled file system that is a journal commit less per sync.) A frame
+// that does reach zeros whose sync has not returned yet is still safe: its
+// own fdatasync then writes the size too, as for any file that grew.
 //
 // Frames go where the shared page (below) says: its tail word is the LSN of
 // the next free byte. A process reserves [o, o+n) for its frame by a
@@ -271,6 +274,7 @@ type Log struct {
 	readOnly bool   // OpenReadOnly: never writes, not even a poison mark
 
 	mu      sync.Mutex // serializes this process's appends and rolls
+	gmu     sync.Mutex // serializes this process's grows (grow)
 	cur     *segment
 	written LSN // end of this process's last append
 	slotVal LSN // what this process's in-flight word holds
@@ -286,7 +290,10 @@ type Log struct {
 	now       func() int64 // wall clock in ns (tests replace it)
 	syncNanos atomic.Int64 // mean fdatasync time (group.go)
 
-	appends, syncs, covered, grows atomic.Int64
+	appends, syncs, covered, grows, growWaits atomic.Int64
+
+	growing atomic.Bool    // a background grow (growAhead) is running
+	bg      sync.WaitGroup // background grows; Close waits for them
 }
 
 // Stats are a process's counts of log operations.
@@ -299,13 +306,16 @@ type Stats struct {
 	// process's fdatasync had made its frames durable.
 	Covered int64
 	// Grows counts chunks of zeros this process appended to segments (each
-	// with an fdatasync of its own, not counted in Syncs).
-	Grows int64
+	// with an fdatasync of its own, not counted in Syncs), most of them in
+	// the background, ahead of the frames. GrowWaits counts appends that
+	// waited for zeros instead: the next segment's, or the current one's
+	// when a burst of appends outran the background grow.
+	Grows, GrowWaits int64
 }
 
 // Stats returns this process's counts so far.
 func (l *Log) Stats() Stats {
-	return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load(), Covered: l.covered.Load(), Grows: l.grows.Load()}
+	return Stats{Appends: l.appends.Load(), Syncs: l.syncs.Load(), Covered: l.covered.Load(), Grows: l.grows.Load(), GrowWaits: l.growWaits.Load()}
 }
 
 // segment is an open segment file. A roll retires it; the last sync using
@@ -568,6 +578,7 @@ func (l *Log) Close() error {
 		l.cur = nil
 	}
 	l.mu.Unlock()
+	l.bg.Wait()
 	if l.procLock != nil {
 		// The last registration stays, free, for the next Open to take
 		// over (register: Open then needs no free space); any other is
@@ -694,21 +705,29 @@ func (l *Log) prepareSegment(id uint32) error {
 	return nil
 }
 
-// grow appends a chunk of zeros to segment id (whose size was seen to be
-// size) and syncs it, so that frames written there later need no metadata
-// in their sync. Zeros are appended (O_APPEND): whoever else grows the
-// segment at the same time appends after them, and nobody's frame is
-// overwritten. It never grows a segment past the segment size.
-func (l *Log) grow(id uint32, size int64) error {
-	n := min(int64(chunkSize), l.segSize-size)
-	if n <= 0 {
-		return nil
-	}
+// grow appends a chunk of zeros to segment id, whose size was seen to be
+// seen, and syncs it, so that frames written there later need no metadata
+// in their sync - unless the segment has grown since (another grow of this
+// process or of another one). Zeros are appended (O_APPEND): whoever else
+// grows the segment at the same time appends after them, and nobody's frame
+// is overwritten. It never grows a segment past the segment size, but for
+// two processes growing it at the same moment (harmless zeros past the end).
+func (l *Log) grow(id uint32, seen int64) error {
+	l.gmu.Lock()
+	defer l.gmu.Unlock()
 	f, err := l.fs.OpenFile(l.segPath(id), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("wal: grow segment %d: %w", id, err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("wal: grow segment %d: %w", id, err)
+	}
+	n := min(int64(chunkSize), l.segSize-fi.Size())
+	if fi.Size() > seen || n <= 0 {
+		return nil
+	}
 	if _, err := f.Write(make([]byte, n)); err != nil {
 		return fmt.Errorf("wal: grow segment %d: %w", id, err)
 	}
@@ -811,6 +830,7 @@ func (l *Log) Append(payload []byte) (lsn, end LSN, err error) {
 		if o > 0 && o+n > l.segSize {
 			// Full: prepare the next segment and move the tail there
 			// (unless another process did first).
+			l.growWaits.Add(1)
 			if err := l.prepareSegment(s.id + 1); err != nil {
 				return 0, 0, err
 			}
@@ -819,16 +839,21 @@ func (l *Log) Append(payload []byte) (lsn, end LSN, err error) {
 		}
 		if o+n+chunkSize/2 > s.size && s.size < l.segSize {
 			// Zeros ahead of the frames, before reserving: a process
-			// growing the segment holds up nobody's reservation.
+			// growing the segment holds up nobody's reservation. Less
+			// than half a chunk ahead, a background grow adds the next
+			// one; only a frame with no zeros left for it waits for one.
 			if fi, err := s.f.Stat(); err == nil {
-				s.size = fi.Size()
+				s.size = max(s.size, fi.Size())
 			}
-			if o+n+chunkSize/2 > s.size && s.size < l.segSize {
+			if o+n > s.size {
+				l.growWaits.Add(1)
 				if err := l.grow(s.id, s.size); err != nil {
 					return 0, 0, err
 				}
-				s.size = min(s.size+chunkSize, l.segSize)
 				continue
+			}
+			if o+n+chunkSize/2 > s.size && s.size < l.segSize {
+				l.growAhead(s)
 			}
 		}
 		// Reserve [o, o+n): the slot first (package doc: readers read the
@@ -852,6 +877,34 @@ func (l *Log) Append(payload []byte) (lsn, end LSN, err error) {
 		l.appends.Add(1)
 		return t, l.written, nil
 	}
+}
+
+// growAhead starts a grow of s in the background unless one is running
+// (l.mu held), so that the fdatasync of the zeros is off every append's
+// path: an ack pays one fdatasync, its frame's.
+func (l *Log) growAhead(s *segment) {
+	if !l.growing.CompareAndSwap(false, true) {
+		return
+	}
+	s.refs++
+	size := s.size
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		err := l.grow(s.id, size)
+		l.mu.Lock()
+		if err == nil {
+			if fi, err := s.f.Stat(); err == nil {
+				s.size = max(s.size, fi.Size())
+			}
+		}
+		s.refs--
+		if s.retired && s.refs == 0 {
+			_ = s.f.Close()
+		}
+		l.mu.Unlock()
+		l.growing.Store(false)
+	}()
 }
 
 // setSlot stores v in this process's in-flight word (l.mu held).

@@ -81,6 +81,10 @@ type FsyncResult struct {
 	// Total is every sync the FS saw; Unattributed those made outside the
 	// counted calls (the background checkpoint's).
 	Total, Unattributed vfs.Counts
+	// PreallocSyncs are the log's segment grows (zeros appended and synced
+	// ahead of the frames, in the background), counted apart from the calls;
+	// GrowWaits the appends that waited for zeros (provider.LogStats).
+	PreallocSyncs, GrowWaits int64
 	// Files are all files created and names unlinked; FilesUnattributed
 	// those outside the counted calls (the checkpoint's and the sweeper's).
 	Files, FilesUnattributed vfs.FileCounts
@@ -343,7 +347,8 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 		return nil, fmt.Errorf("fsyncs: %w", err)
 	}
 	cfs := vfs.Counting(vfs.OS{})
-	p, err := openProvider(ProviderDurofs, dir, openOptions{fs: cfs, sweepOff: true})
+	pfs := &preallocFS{CountingFS: cfs, raw: vfs.OS{}}
+	p, err := openProvider(ProviderDurofs, dir, openOptions{fs: pfs, sweepOff: true})
 	if err != nil {
 		return nil, fmt.Errorf("fsyncs: %w", err)
 	}
@@ -363,7 +368,14 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 		return nil, fmt.Errorf("fsyncs: %w", err)
 	}
 	specs = append(specs, s)
-	base, fbase := cfs.Counts(), cfs.Files()
+	base, fbase, pbase := cfs.Counts(), cfs.Files(), pfs.syncs.Load()
+	waits := func() int64 {
+		if lp, ok := p.(interface{ LogStats() provider.LogStats }); ok {
+			return lp.LogStats().GrowWaits
+		}
+		return 0
+	}
+	wbase := waits()
 	for _, s := range specs {
 		if err := workload.Start(ctx, sc, s); err != nil {
 			return nil, fmt.Errorf("fsyncs: start: %w", err)
@@ -399,10 +411,12 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 			sz.FsyncChains, sz.FsyncChainLength, sz.FsyncFanOut),
 		OrchAcks: sc.orch, WorkAcks: sc.work,
 		FirstTurn: sc.first, SteadyTurn: sc.steady,
-		Total:      cfs.Counts().Sub(base),
-		Files:      subFiles(cfs.Files(), fbase),
-		Verify:     rep.String(),
-		CommitMode: "write-ahead log",
+		Total:         cfs.Counts().Sub(base),
+		Files:         subFiles(cfs.Files(), fbase),
+		Verify:        rep.String(),
+		PreallocSyncs: pfs.syncs.Load() - pbase,
+		GrowWaits:     waits() - wbase,
+		CommitMode:    "write-ahead log",
 	}
 	res.OrchAcks.Label, res.WorkAcks.Label = "orchestration ack (all)", "work-item ack (all)"
 	res.FirstTurn.Label = "orchestration ack, first turn of a chain (start in, 1 activity out)"

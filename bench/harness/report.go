@@ -280,8 +280,9 @@ func writeFsyncs(b *strings.Builder, f *FsyncResult) {
 		cr, ul := c.FilesPerCall()
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %d–%d | %s | %s |\n", label, c.Calls, num(fl), num(dl), num(c.Total()), c.MinTotal, c.MaxTotal, num(cr), num(ul))
 	}
-	fmt.Fprintf(b, "\nAll syncs: %d file + %d dir; outside the counted calls (the background checkpoint's): %d file + %d dir.\n\n",
-		f.Total.FileSyncs, f.Total.DirSyncs, f.Unattributed.FileSyncs, f.Unattributed.DirSyncs)
+	fmt.Fprintf(b, "\nAll syncs: %d file + %d dir; outside the counted calls (the background checkpoint's): %d file + %d dir; "+
+		"the log's segment grows (256 KiB of zeros appended and fdatasync'd ahead of the frames, in the background), counted apart: %d; appends that waited for zeros: %d.\n\n",
+		f.Total.FileSyncs, f.Total.DirSyncs, f.Unattributed.FileSyncs, f.Unattributed.DirSyncs, f.PreallocSyncs, f.GrowWaits)
 	if turns := f.OrchAcks.Calls; turns > 0 {
 		fmt.Fprintf(b, "Inode churn (files created / names unlinked or replaced, counted the same way): %d / %d in all, %s / %s per orchestration ack; "+
 			"outside the counted calls (checkpoint and sweeper): %d / %d. On ext4 without a journal every file creation scans past the inodes freed in the last minute (BENCHMARKS.md).\n\n",
