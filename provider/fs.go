@@ -179,7 +179,12 @@ type formatFile struct {
 }
 
 // FormatVersion is the on-disk format major version this code reads and
-// writes. Version 4 preallocates the write-ahead log's segments and reserves
+// writes. Version 5 writes instance.json and state.json in place, sealed
+// with a CRC that every reader checks (seal.go); a version-4 or -3 directory
+// is read (its files are unsealed, and were only ever replaced atomically)
+// and upgraded in place by the first process that opens it alone, and
+// refused while processes of an older build have it open: they would read
+// files written in place without checking a seal. Version 4 preallocates the write-ahead log's segments and reserves
 // each record's place through the log's shared page (package wal); a
 // version-3 directory is read and upgraded in place by the first process
 // that opens it alone (its log is compatible), and refused while processes
@@ -192,7 +197,7 @@ type formatFile struct {
 // Version 1 kept per-instance commit records in commits/ and is refused
 // too: finish its work with durofs 0.1 (every process closed, commits/
 // empty), then start a new directory.
-const FormatVersion = 4
+const FormatVersion = 5
 
 // queueVersion is the fsqueue format of the directory's queues
 // (fsqueue.json), checked by fsck.
@@ -468,22 +473,22 @@ func checkFormat(data []byte, path string) error {
 	if f.Version == 2 {
 		return fmt.Errorf("%w: on-disk format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version %d); finish the directory's work with the build that wrote it (let its queues drain, close every process), then start a new directory", ErrUnsupportedFS, FormatVersion)
 	}
-	if f.Version != FormatVersion && f.Version != 3 {
+	if f.Version != FormatVersion && f.Version != 3 && f.Version != 4 {
 		return fmt.Errorf("%w: on-disk format version %d (this build reads version %d)", ErrUnsupportedFS, f.Version, FormatVersion)
 	}
 	return nil
 }
 
-// upgradeFormat moves a version-3 directory to version 4 (FormatVersion),
-// in place, while this process has its log alone (no older process can be
-// appending); it refuses the directory while others have it open, since
-// they run a build of version 3.
+// upgradeFormat moves a version-3 or -4 directory to FormatVersion, in
+// place, while this process has its log alone (no older process can be
+// running); it refuses the directory while others have it open, since they
+// run an older build.
 func (p *FSProvider) upgradeFormat(l *wal.Log) error {
-	if p.format != 3 {
+	if p.format == FormatVersion {
 		return nil
 	}
 	if !l.Alone() {
-		return fmt.Errorf("durofs: open %s: %w: processes of an older durofs (on-disk format 3) have the directory open; close them, then open it with this build (which upgrades it to format %d)", p.dir, ErrUnsupportedFS, FormatVersion)
+		return fmt.Errorf("durofs: open %s: %w: processes of an older durofs (on-disk format %d) have the directory open; close them, then open it with this build (which upgrades it to format %d)", p.dir, ErrUnsupportedFS, p.format, FormatVersion)
 	}
 	data, _ := jsonMarshal(formatFile{Format: "durofs", Version: FormatVersion})
 	if err := vfs.WriteFile(p.fs, filepath.Join(p.dir, "FORMAT"), data); err != nil {

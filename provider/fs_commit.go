@@ -587,21 +587,6 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 	return nil
 }
 
-// writeJSONApply atomically replaces path - an instance's instance.json or
-// an execution's state.json - with v's JSON, unsynced. Its caller holds the
-// instance's flock (an apply, a redo, a replay alone): the file's only
-// writer, so the temporary file can be the fixed one beside it
-// (vfs.WriteFileOwned); one that a killed writer left is taken away by the
-// redo of the same record, which writes the same file again
-// (TestRedoTakesAwayAKilledReplacesTemp).
-func (p *FSProvider) writeJSONApply(path string, v any) error {
-	data, err := jsonMarshal(v)
-	if err != nil {
-		return err
-	}
-	return vfs.WriteFileOwned(vfs.NoSync(p.fs), path, data)
-}
-
 // publish makes staged messages visible (a rename each); a replay writes
 // them from the record's bytes.
 func (p *FSProvider) publish(refs []queueRef, replay bool) error {

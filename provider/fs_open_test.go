@@ -20,11 +20,12 @@ func TestOpenFormat(t *testing.T) {
 		wantErr string // "" = Open succeeds; else a part of the error
 	}{
 		{"fresh directory", "", ""},
-		{"current version", `{"format":"durofs","version":4}`, ""},
+		{"current version", `{"format":"durofs","version":5}`, ""},
+		{"version 4 (files replaced, never written in place): upgraded", `{"format":"durofs","version":4}`, ""},
 		{"version 3 (log not preallocated): upgraded", `{"format":"durofs","version":3}`, ""},
-		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 4); finish the directory's work with durofs 0.1"},
-		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 4); finish the directory's work with the build that wrote it"},
-		{"future major version", `{"format":"durofs","version":5}`, "format version 5 (this build reads version 4)"},
+		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 5); finish the directory's work with durofs 0.1"},
+		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 5); finish the directory's work with the build that wrote it"},
+		{"future major version", `{"format":"durofs","version":6}`, "format version 6 (this build reads version 5)"},
 		{"not durofs", `{"format":"other","version":2}`, "is not a durofs FORMAT file"},
 		{"garbage", `not json`, "is not a durofs FORMAT file"},
 	}
@@ -58,8 +59,8 @@ func TestOpenFormat(t *testing.T) {
 			}
 			p.Close()
 			data, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
-			if err != nil || !strings.Contains(string(data), `"format":"durofs"`) || !strings.Contains(string(data), `"version":4`) {
-				t.Fatalf("FORMAT = %q, %v; want version 4", data, err)
+			if err != nil || !strings.Contains(string(data), `"format":"durofs"`) || !strings.Contains(string(data), `"version":5`) {
+				t.Fatalf("FORMAT = %q, %v; want version 5", data, err)
 			}
 			// Reopening works and keeps the FORMAT file.
 			p2, err := Open(dir, Options{SweepInterval: -1})
@@ -74,27 +75,32 @@ func TestOpenFormat(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesFormat3InUse: a version-3 directory that other processes
-// have open (processes of an older build, which append at the end of a log
-// segment) is refused; nothing is upgraded under them.
-func TestOpenRefusesFormat3InUse(t *testing.T) {
-	dir := t.TempDir()
-	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
-	defer p.Close()
-	v3 := `{"format":"durofs","version":3}`
-	if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(v3), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	q, err := Open(dir, Options{SweepInterval: -1, Logger: quietLog})
-	if err == nil {
-		q.Close()
-		t.Fatal("Open of a version-3 directory in use succeeded")
-	}
-	if !errors.Is(err, ErrUnsupportedFS) || !strings.Contains(err.Error(), "older durofs") {
-		t.Fatalf("Open = %v, want ErrUnsupportedFS naming the older processes", err)
-	}
-	if data, _ := os.ReadFile(filepath.Join(dir, "FORMAT")); string(data) != v3 {
-		t.Fatalf("FORMAT = %q: upgraded under the other processes", data)
+// TestOpenRefusesOlderFormatInUse: a version-3 or -4 directory that other
+// processes have open (processes of an older build: one appends at the end
+// of a log segment, the other reads instance.json without checking a seal)
+// is refused; nothing is upgraded under them.
+func TestOpenRefusesOlderFormatInUse(t *testing.T) {
+	for _, version := range []string{"3", "4"} {
+		t.Run("version "+version, func(t *testing.T) {
+			dir := t.TempDir()
+			p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
+			defer p.Close()
+			old := `{"format":"durofs","version":` + version + `}`
+			if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(old), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			q, err := Open(dir, Options{SweepInterval: -1, Logger: quietLog})
+			if err == nil {
+				q.Close()
+				t.Fatalf("Open of a version-%s directory in use succeeded", version)
+			}
+			if !errors.Is(err, ErrUnsupportedFS) || !strings.Contains(err.Error(), "older durofs (on-disk format "+version+")") {
+				t.Fatalf("Open = %v, want ErrUnsupportedFS naming the older processes", err)
+			}
+			if data, _ := os.ReadFile(filepath.Join(dir, "FORMAT")); string(data) != old {
+				t.Fatalf("FORMAT = %q: upgraded under the other processes", data)
+			}
+		})
 	}
 }
 

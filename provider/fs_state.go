@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -116,24 +117,38 @@ func jsonMarshal(v any) ([]byte, error) {
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// readJSON reads a JSON file; exists is false if it is missing.
+// readJSON reads a JSON file; exists is false if it is missing. A sealed
+// file (seal.go) is read again while its seal does not match - a write in
+// place was copying its bytes - and is corrupt if it never does.
 func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
-	data, err := p.fs.ReadFile(path)
-	if vfs.IsNotExist(err) {
-		return false, nil
+	for attempt := 0; ; attempt++ {
+		data, err := p.fs.ReadFile(path)
+		if vfs.IsNotExist(err) {
+			return false, nil
+		}
+		if errors.Is(err, vfs.ErrSymlink) {
+			// A planted link is never followed: the file is unusable, as if
+			// unparseable (symlinks.go).
+			return true, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		if err != nil {
+			return false, err
+		}
+		body, _, serr := unsealJSON(data)
+		if serr != nil {
+			if attempt < sealRetries {
+				if attempt >= 3 {
+					time.Sleep(sealRetrySleep)
+				}
+				continue
+			}
+			return true, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, serr)
+		}
+		if err := jsonUnmarshal(body, v); err != nil {
+			return true, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+		}
+		return true, nil
 	}
-	if errors.Is(err, vfs.ErrSymlink) {
-		// A planted link is never followed: the file is unusable, as if
-		// unparseable (symlinks.go).
-		return true, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := jsonUnmarshal(data, v); err != nil {
-		return true, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
-	}
-	return true, nil
 }
 
 func (p *FSProvider) readInstanceFile(key string) (*instanceFile, error) {

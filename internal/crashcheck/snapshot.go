@@ -280,9 +280,9 @@ func scrub(m map[string]any, volatile []string) {
 }
 
 var (
-	instanceVolatile = []string{"updated_at_ms", "last_fence", "completed_at_ms!"}
+	instanceVolatile = []string{"crc32c", "updated_at_ms", "last_fence", "completed_at_ms!"}
 	recordVolatile   = []string{"created_at_ms", "updated_at_ms"}
-	stateVolatile    = []string{"started_at_ms", "completed_at_ms!", "generation!"}
+	stateVolatile    = []string{"crc32c", "started_at_ms", "completed_at_ms!", "generation!"}
 	// gwExecVolatile are the volatile fields of each go-workflows execution
 	// in instance.json's "gw" (history_bytes follows the history's fences).
 	gwExecVolatile = []string{"created_ns", "completed_ns!", "history_bytes!"}
