@@ -220,8 +220,11 @@ func (s *Snapshot) readTemps(fsys vfs.FS, dir string) error {
 	return nil
 }
 
-// readSealed reads a JSON file of the provider (instance.json, state.json;
-// no longer sealed: the name stays for the callers). dir is unused.
+// readSealed reads a JSON file of the provider (instance.json, state.json).
+// Their seal (format 5, provider/seal.go) is checked by nothing here: a
+// snapshot is taken at rest, after recovery, and canonical drops the
+// "crc32c" key as volatile (it changes with every volatile field). dir is
+// unused.
 func readSealed(fsys vfs.FS, dir, path string) ([]byte, error) {
 	return fsys.ReadFile(path)
 }
