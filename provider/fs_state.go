@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/jsonseal"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
 )
@@ -134,7 +135,7 @@ func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
 		if err != nil {
 			return false, err
 		}
-		body, _, serr := unsealJSON(data)
+		body, _, serr := jsonseal.Unseal(data)
 		if serr != nil {
 			if attempt < sealRetries {
 				if attempt >= 3 {

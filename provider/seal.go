@@ -2,14 +2,12 @@ package provider
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
+	"github.com/durofs/durofs/internal/jsonseal"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -35,10 +33,11 @@ import (
 //     may read while a write copies its bytes: the kernel copies a read out
 //     of the page cache without excluding a write to the same page, so it can
 //     see any mix of the old and the new bytes - possibly valid JSON holding
-//     values no version ever had. Hence the seal: the file starts with
-//     {"crc32c":"<8 hex>", - the CRC-32C of the rest of the object, as if
-//     the key were absent - and readJSON checks it, reading again while it
-//     does not match (a write copies a few KiB in microseconds).
+//     values no version ever had. Hence the seal (package jsonseal): the
+//     file starts with {"crc32c":"<8 hex>", - the CRC-32C of the rest of the
+//     object, as if the key were absent - and readJSON checks it, reading
+//     again while it does not match (a write copies a few KiB in
+//     microseconds).
 //   - A file is written in place only if it is sealed already and at most
 //     one page (inPlaceMax) long, so both versions start with the same seal
 //     prefix (a mix always carries a seal to check) and a kill -9 cannot tear
@@ -57,60 +56,6 @@ import (
 // inPlaceMax is the largest file written in place: one page.
 const inPlaceMax = 4096
 
-// sealPrefix starts every sealed file.
-const sealPrefix = `{"crc32c":"`
-
-var sealTable = crc32.MakeTable(crc32.Castagnoli)
-
-// sealJSON returns the sealed form of body, a JSON object with no
-// leading or trailing white space.
-func sealJSON(body []byte) []byte {
-	out := make([]byte, 0, len(sealPrefix)+10+len(body))
-	out = append(out, sealPrefix...)
-	out = fmt.Appendf(out, "%08x", crc32.Checksum(body, sealTable))
-	if bytes.Equal(body, []byte("{}")) {
-		return append(out, `"}`...)
-	}
-	out = append(out, `",`...)
-	return append(out, body[1:]...)
-}
-
-// errSealMismatch: a sealed file's content does not match its seal.
-var errSealMismatch = errors.New("content does not match its crc32c seal")
-
-// unsealJSON returns the JSON object in data (trailing white space and the
-// seal removed) and whether data was sealed; err is errSealMismatch if it
-// is sealed and does not match.
-func unsealJSON(data []byte) (body []byte, sealed bool, err error) {
-	data = bytes.TrimRight(data, " \n\r\t")
-	if !bytes.HasPrefix(data, []byte(sealPrefix)) {
-		return data, false, nil
-	}
-	const h = len(sealPrefix) + 8 // the hex sum ends here
-	if len(data) < h+2 {
-		return nil, true, errSealMismatch
-	}
-	want, perr := strconv.ParseUint(string(data[len(sealPrefix):h]), 16, 32)
-	if perr != nil {
-		return nil, true, errSealMismatch
-	}
-	switch string(data[h : h+2]) {
-	case `"}`:
-		if len(data) != h+2 {
-			return nil, true, errSealMismatch
-		}
-		body = []byte("{}")
-	case `",`:
-		body = append([]byte{'{'}, data[h+2:]...)
-	default:
-		return nil, true, errSealMismatch
-	}
-	if crc32.Checksum(body, sealTable) != uint32(want) {
-		return nil, true, errSealMismatch
-	}
-	return body, true, nil
-}
-
 // writeJSONApply writes v's JSON to path - an instance's instance.json or an
 // execution's state.json - sealed and unsynced: in place when the file is
 // sealed and fits (see above), else by an atomic replace. Its caller holds
@@ -124,7 +69,7 @@ func (p *FSProvider) writeJSONApply(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	data := sealJSON(body)
+	data := jsonseal.Seal(body)
 	fsys := vfs.NoSync(p.fs)
 	if done, err := overwriteSealed(fsys, path, data); done {
 		return err
@@ -152,7 +97,7 @@ func overwriteSealed(fsys vfs.FS, path string, data []byte) (done bool, err erro
 		return false, nil
 	}
 	old := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, old); err != nil || !bytes.HasPrefix(old, []byte(sealPrefix)) {
+	if _, err := io.ReadFull(f, old); err != nil || !bytes.HasPrefix(old, []byte(jsonseal.Prefix)) {
 		return false, nil
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {

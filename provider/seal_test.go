@@ -1,98 +1,14 @@
 package provider
 
 import (
-	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-
-	"github.com/durofs/durofs/internal/vfs"
 )
-
-// sealPair is two versions of one file as a write in place leaves them on
-// disk: sealed, the shorter padded with spaces to the longer's size.
-func sealPair(t *testing.T, a, b any) (oldData, newData []byte) {
-	t.Helper()
-	ab, err := jsonMarshal(a)
-	mustNoErr(t, err)
-	bb, err := jsonMarshal(b)
-	mustNoErr(t, err)
-	oldData, newData = vfs.PadBlock(sealJSON(ab)), sealJSON(bb)
-	return oldData, vfs.Pad(newData, len(oldData))
-}
-
-// A sealed file reads back as the object it was made of, padded or not; an
-// unsealed one is read as it is.
-func TestSealRoundTrip(t *testing.T) {
-	for _, body := range []string{`{}`, `{"a":1}`, `{"instance":"x","record":{"custom_status":"{\"crc32c\":\"00000000\",\"x\":1}"}}`} {
-		sealed := sealJSON([]byte(body))
-		if !bytes.HasPrefix(sealed, []byte(sealPrefix)) {
-			t.Fatalf("sealJSON(%s) = %s", body, sealed)
-		}
-		for _, data := range [][]byte{sealed, vfs.PadBlock(sealed), append(sealed, '\n')} {
-			got, sealedOK, err := unsealJSON(data)
-			if err != nil || !sealedOK || string(got) != body {
-				t.Errorf("unsealJSON(%q) = %s, %v, %v; want %s", data, got, sealedOK, err, body)
-			}
-		}
-	}
-	got, sealed, err := unsealJSON([]byte(`{"instance":"x"}   `))
-	if err != nil || sealed || string(got) != `{"instance":"x"}` {
-		t.Errorf("unsealed file: %s, %v, %v", got, sealed, err)
-	}
-}
-
-// Whatever mix of an old and a new version a reader copies - split at any
-// byte, or any bytes from either - it either reads exactly one of the two
-// or sees that the seal does not match. The versions differ in fields that
-// JSON would happily parse from a mix (digits, a string's letters).
-func TestSealDetectsEveryMix(t *testing.T) {
-	type file struct {
-		Instance string `json:"instance"`
-		Fence    uint64 `json:"last_fence"`
-		Events   uint64 `json:"total_events"`
-		Status   string `json:"status"`
-	}
-	pairs := []struct{ a, b file }{
-		{file{"inst", 41, 1299, "Running"}, file{"inst", 42, 1300, "Running"}},
-		{file{"inst", 7, 3, "Running"}, file{"inst", 8, 5, "Completed"}},
-		{file{"inst", 9, 9, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}, file{"inst", 9, 9, "aaaaaaaaaaaaaaaabbbbbbbbbbbbbbbbbb"}},
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i, pr := range pairs {
-		oldData, newData := sealPair(t, pr.a, pr.b)
-		ob, _, err := unsealJSON(oldData)
-		mustNoErr(t, err)
-		nb, _, err := unsealJSON(newData)
-		mustNoErr(t, err)
-		check := func(how string, mix []byte) {
-			got, _, err := unsealJSON(mix)
-			if err == nil && !bytes.Equal(got, ob) && !bytes.Equal(got, nb) {
-				t.Fatalf("pair %d, %s: a mix passed its seal: %s", i, how, mix)
-			}
-		}
-		for k := range len(oldData) + 1 {
-			check(fmt.Sprintf("new up to byte %d", k), append(append([]byte{}, newData[:k]...), oldData[k:]...))
-			check(fmt.Sprintf("old up to byte %d", k), append(append([]byte{}, oldData[:k]...), newData[k:]...))
-		}
-		for n := range 20000 {
-			mix := make([]byte, len(oldData))
-			for j := range mix {
-				if rng.IntN(2) == 0 {
-					mix[j] = oldData[j]
-				} else {
-					mix[j] = newData[j]
-				}
-			}
-			check(fmt.Sprintf("random mix %d", n), mix)
-		}
-	}
-}
 
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()

@@ -42,6 +42,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/history"
+	"github.com/durofs/durofs/internal/jsonseal"
 	"github.com/durofs/durofs/internal/names"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/wal"
@@ -220,13 +221,20 @@ func (s *Snapshot) readTemps(fsys vfs.FS, dir string) error {
 	return nil
 }
 
-// readSealed reads a JSON file of the provider (instance.json, state.json).
-// Their seal (format 5, provider/seal.go) is checked by nothing here: a
-// snapshot is taken at rest, after recovery, and canonical drops the
-// "crc32c" key as volatile (it changes with every volatile field). dir is
-// unused.
+// readSealed reads a JSON file of the provider (instance.json, state.json)
+// and checks its seal (format 5, package jsonseal): a snapshot is taken at
+// rest, after recovery, so a seal that does not match is damage. The
+// object is returned whole (canonical drops "crc32c" as volatile: it
+// changes with every volatile field). dir is unused.
 func readSealed(fsys vfs.FS, dir, path string) ([]byte, error) {
-	return fsys.ReadFile(path)
+	data, err := fsys.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := jsonseal.Unseal(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return data, nil
 }
 
 func (s *Snapshot) problem(format string, args ...any) {
