@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/durofs/durofs/internal/jsonseal"
 )
 
 // cloneInstances makes n copies of the completed durofs instance whose
 // directory is instances/<template> in dir, named by name(i), i in [0, n):
 // every file is copied with the template's id replaced by the copy's (same
-// length, so no size changes), and each history line's CRC-32C recomputed.
+// length, so no size changes), each history line's CRC-32C recomputed and
+// the seals of instance.json and state.json too.
 // It writes what the provider's applies would have written for such an
 // instance, without a runtime, so that a store of a million completed
 // instances takes minutes to build, not hours. Files are not synced (the
@@ -63,8 +66,11 @@ func cloneInstances(dir, template string, n int, name func(int) string, workers 
 				}
 				for _, f := range files {
 					data := bytes.ReplaceAll(f.data, old, []byte(id))
-					if filepath.Base(f.rel) == "history.jsonl" {
+					switch filepath.Base(f.rel) {
+					case "history.jsonl":
 						data = recrcHistory(data)
+					case "instance.json", "state.json":
+						data = jsonseal.Reseal(data)
 					}
 					path := filepath.Join(dir, "instances", id, f.rel)
 					if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

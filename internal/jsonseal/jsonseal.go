@@ -49,27 +49,49 @@ func Unseal(data []byte) (body []byte, sealed bool, err error) {
 	if !bytes.HasPrefix(data, []byte(Prefix)) {
 		return data, false, nil
 	}
-	const h = len(Prefix) + 8 // the hex sum ends here
-	if len(data) < h+2 {
+	want, body, ok := split(data)
+	if !ok || crc32.Checksum(body, table) != want {
 		return nil, true, ErrMismatch
 	}
-	want, perr := strconv.ParseUint(string(data[len(Prefix):h]), 16, 32)
-	if perr != nil {
-		return nil, true, ErrMismatch
+	return body, true, nil
+}
+
+// split parses sealed data (trimmed) into its sum and its object without
+// the seal.
+func split(data []byte) (sum uint32, body []byte, ok bool) {
+	const h = len(Prefix) + 8 // the hex sum ends here
+	if len(data) < h+2 {
+		return 0, nil, false
+	}
+	v, err := strconv.ParseUint(string(data[len(Prefix):h]), 16, 32)
+	if err != nil {
+		return 0, nil, false
 	}
 	switch string(data[h : h+2]) {
 	case `"}`:
 		if len(data) != h+2 {
-			return nil, true, ErrMismatch
+			return 0, nil, false
 		}
-		body = []byte("{}")
+		return uint32(v), []byte("{}"), true
 	case `",`:
-		body = append([]byte{'{'}, data[h+2:]...)
-	default:
-		return nil, true, ErrMismatch
+		return uint32(v), append([]byte{'{'}, data[h+2:]...), true
 	}
-	if crc32.Checksum(body, table) != uint32(want) {
-		return nil, true, ErrMismatch
+	return 0, nil, false
+}
+
+// Reseal returns sealed data whose object was edited (bytes replaced by
+// others of the same length, say) sealed again over its new content,
+// followed by as much white space as data had. Data that is not sealed, or
+// not well formed, is returned as it is.
+func Reseal(data []byte) []byte {
+	t := bytes.TrimRight(data, " \n\r\t")
+	if !bytes.HasPrefix(t, []byte(Prefix)) {
+		return data
 	}
-	return body, true, nil
+	_, body, ok := split(t)
+	if !ok {
+		return data
+	}
+	out := Seal(body)
+	return append(out, data[len(t):]...)
 }

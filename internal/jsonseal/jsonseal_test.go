@@ -100,3 +100,23 @@ func TestSealDetectsEveryMix(t *testing.T) {
 		}
 	}
 }
+
+// Reseal seals an edited object again, keeping its padding; what is not
+// sealed stays as it is.
+func TestReseal(t *testing.T) {
+	sealed := pad(Seal([]byte(`{"instance":"aaaa","n":1}`)), 512)
+	edited := bytes.ReplaceAll(sealed, []byte("aaaa"), []byte("bbbb"))
+	if _, _, err := Unseal(edited); err != ErrMismatch {
+		t.Fatalf("an edited object passed its old seal: %v", err)
+	}
+	got := Reseal(edited)
+	body, ok, err := Unseal(got)
+	if err != nil || !ok || string(body) != `{"instance":"bbbb","n":1}` || len(got) != len(sealed) {
+		t.Fatalf("Reseal = %q (%d bytes): %s, %v, %v", got, len(got), body, ok, err)
+	}
+	for _, plain := range []string{`{"instance":"bbbb"}`, `{"crc32c":"zz`} {
+		if got := Reseal([]byte(plain)); string(got) != plain {
+			t.Errorf("Reseal(%q) = %q", plain, got)
+		}
+	}
+}
