@@ -225,3 +225,48 @@ func notStalled(t *testing.T, what string, release func() error, call func() err
 		return nil
 	}
 }
+
+// TestWorkCallsDoNotWaitForAStoppedLockHolder: a process stopped while it
+// holds a work item's claim lock - a claim attempt of its own that found the
+// item taken, stopped there - holds up the holder's ack, renewal or abandon
+// of the item only until the holder's claim expires (plus a margin): the call
+// fails, retryably, instead of waiting for the stopped process (make
+// stalltest: a work ack waited 1.04 s on such a stop with a 600 ms lock).
+// Once the stopped process resumes, the item (its claim expired) is
+// delivered again. Mutation that fails it: claimCtx returning ctx unbounded
+// (the calls wait for the release: the guard fires).
+func TestWorkCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func(p *FSProvider, token string) error
+	}{
+		{"ack", func(p *FSProvider, token string) error {
+			return p.AckWorkItem(ctx, token, ActivityCompleted{Instance: "a", ExecutionID: 1, ID: 2, Result: "r"})
+		}},
+		{"renew", func(p *FSProvider, token string) error { return p.RenewWorkItemLock(ctx, token, time.Minute) }},
+		{"abandon", func(p *FSProvider, token string) error { return p.AbandonWorkItem(ctx, token, 0, false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "a", ExecutionID: 1, ID: 2, Name: "act", Input: "x"}))
+			it, err := p.FetchWorkItem(ctx, 300*time.Millisecond, 0, nil, DefaultOnlyTags())
+			if err != nil || it == nil {
+				t.Fatalf("fetch = %+v, %v", it, err)
+			}
+			ct, _ := parseWorkToken(it.LockToken)
+			name, _ := fsqueue.NameFromToken(ct)
+
+			release := holdClaim(t, p.workQ, name)
+			err = notStalled(t, "the "+tc.name, release, func() error { return tc.call(p, it.LockToken) })
+			if !errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), "held by another process") {
+				t.Fatalf("%s = %v; want a retryable error naming the held claim lock", tc.name, err)
+			}
+			mustNoErr(t, release())
+			again, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+			if err != nil || again == nil || again.LockToken == it.LockToken {
+				t.Fatalf("fetch after the release = %+v, %v; want the item again under a new token", again, err)
+			}
+		})
+	}
+}

@@ -239,7 +239,9 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	}
 	var sessionID string
 	var hasSession bool
-	err := p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+	wctx, cancel := p.claimCtx(ctx, ct)
+	defer cancel()
+	err := p.workQ.WithClaim(wctx, name, func(g *fsqueue.ClaimGuard) error {
 		if err := p.redoWorkAck(g); err != nil {
 			return Retryablef(op, err, "recover pending work ack: %v", err)
 		}
@@ -302,7 +304,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		if errors.As(err, &pe) {
 			return pe
 		}
-		return Retryablef(op, err, "lock work item: %v", err)
+		return p.claimWaitErr(op, ctx, wctx, err)
 	}
 	if hasSession {
 		p.touchSession(ctx, sessionID)
@@ -478,9 +480,11 @@ func (p *FSProvider) RenewWorkItemLock(ctx context.Context, token string, extend
 	if _, ok2 := fsqueue.NameFromToken(ct); !ok || !ok2 {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
-	c, err := p.workQ.Renew(ctx, ct, extendFor)
+	wctx, cancel := p.claimCtx(ctx, ct)
+	defer cancel()
+	c, err := p.workQ.Renew(wctx, ct, extendFor)
 	if err != nil {
-		return p.mapClaimErr(op, ct, err)
+		return p.claimWaitErr(op, ctx, wctx, p.mapClaimErr(op, ct, err))
 	}
 	_ = c
 	if name, ok := fsqueue.NameFromToken(ct); ok {
@@ -500,12 +504,51 @@ func (p *FSProvider) AbandonWorkItem(ctx context.Context, token string, delay ti
 	if _, ok2 := fsqueue.NameFromToken(ct); !ok || !ok2 {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
-	if err := p.workQ.Abandon(ctx, ct, delay, ignoreAttempt); err != nil {
-		return p.mapClaimErr(op, ct, err)
+	wctx, cancel := p.claimCtx(ctx, ct)
+	defer cancel()
+	if err := p.workQ.Abandon(wctx, ct, delay, ignoreAttempt); err != nil {
+		return p.claimWaitErr(op, ctx, wctx, p.mapClaimErr(op, ct, err))
 	}
 	failpoint.Hit("abandonwork.after_claim_write")
 	p.notify()
 	return nil
+}
+
+// claimExpiryMargin is how long past its claim's expiry a call holding a
+// work item's claim still waits for the item's claim lock (claimCtx).
+const claimExpiryMargin = 50 * time.Millisecond
+
+// claimCtx bounds how long a call holding the claim of token ct (an ack, a
+// renewal, an abandon) waits for the item's claim lock: until the claim
+// expires, as its file read without the lock says, plus claimExpiryMargin.
+// Other processes hold that lock only for short sections - a claim attempt
+// that finds the item taken, the delete of a cancelled item - but one
+// stopped inside such a section (SIGSTOP, a frozen cgroup) holds it until it
+// resumes; past the claim's expiry the call could not succeed anyway, so it
+// waits no longer than the lock it holds lasts, not for the stopped process
+// (TestWorkCallsDoNotWaitForAStoppedLockHolder).
+func (p *FSProvider) claimCtx(ctx context.Context, ct string) (context.Context, context.CancelFunc) {
+	wait := claimExpiryMargin
+	if name, ok := fsqueue.NameFromToken(ct); ok {
+		if c, exists, err := p.workQ.PeekClaim(name); err == nil && exists && c.Token == ct {
+			wait += max(0, time.Duration(c.LockedUntilMs-p.nowMs())*time.Millisecond)
+		}
+	}
+	return context.WithTimeout(ctx, wait)
+}
+
+// claimWaitErr is the error of a call whose wait for a claim lock, bounded
+// by wctx (claimCtx), ended with err: retryable, saying so, if the bound
+// ran out while the caller's ctx had not; else err as it was mapped.
+func (p *FSProvider) claimWaitErr(op string, ctx, wctx context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
+		return Retryablef(op, err, "the work item's claim lock was held by another process (stopped?) until past the claim's expiry")
+	}
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return Retryablef(op, err, "lock work item: %v", err)
 }
 
 // mapClaimErr maps a claim operation's error for token ct (see
