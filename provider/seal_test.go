@@ -10,6 +10,17 @@ import (
 	"testing"
 )
 
+// sealProbe opens a provider on a fresh directory and returns it with the
+// path of a file called name in a directory of its own there.
+func sealProbe(t *testing.T, name string) (*FSProvider, string) {
+	t.Helper()
+	dir := t.TempDir()
+	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
+	path := filepath.Join(dir, "probe", name)
+	mustNoErr(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	return p, path
+}
+
 func inode(t *testing.T, path string) uint64 {
 	t.Helper()
 	fi, err := os.Stat(path)
@@ -22,11 +33,7 @@ func inode(t *testing.T, path string) uint64 {
 // 4) and a content that outgrew the file are replaced, padded so that the
 // next versions fit; nothing is left beside them.
 func TestWriteJSONApplyInPlace(t *testing.T) {
-	dir := t.TempDir()
-	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
-	defer p.Close()
-	path := filepath.Join(dir, "probe", "instance.json")
-	mustNoErr(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	p, path := sealProbe(t, "instance.json")
 	type file struct {
 		Status string `json:"status"`
 	}
@@ -79,11 +86,7 @@ func TestWriteJSONApplyInPlace(t *testing.T) {
 // the seal's check taken out of readJSON this test fails: mixes are read,
 // as values no version had or as unparseable JSON.
 func TestReadersSeeWholeVersionsOfAFileWrittenInPlace(t *testing.T) {
-	dir := t.TempDir()
-	p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
-	defer p.Close()
-	path := filepath.Join(dir, "probe", "state.json")
-	mustNoErr(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	p, path := sealProbe(t, "state.json")
 	type file struct {
 		A string `json:"a"`
 		N int    `json:"n"`
