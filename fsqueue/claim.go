@@ -61,13 +61,32 @@ type SweepStats struct {
 
 // claimCache caches the listing of claims/ and parsed claim files for the
 // ClaimNext pre-filter. Decisions are always re-made under the flock.
+//
+// With a watch of claims/ and its files' contents (inotify, Linux), names
+// and entries are kept exact by the watch's events, drained once per
+// ClaimNext pass: an entry is dropped when its file is added, removed or
+// written, so a claim that did not change since it was read costs nothing
+// to check again, however busy claims/ is. The kernel queues a write's
+// event before the write returns, so a claim read before a write is
+// dropped at the next drain - unless a drain consumed that event while the
+// read was in flight: gen counts the drains that brought events (and the
+// relistings), and a read during which gen moved is not cached.
+//
+// Without a watch the names are re-listed when claims/'s mtime says they
+// may have changed, and each entry is checked against its file's identity
+// (cachedClaim).
 type claimCache struct {
 	mu          sync.Mutex
+	watch       vfs.DirWatch // nil: no watch (the mtime rule)
+	watchTried  bool
+	gen         uint64
 	setValid    bool
 	setMtime    time.Time // mtime of claims/ observed by the last listing
 	setListedAt time.Time // real time taken before that listing's Stat
-	names       map[Entry]struct{}
-	entries     lru[Entry, claimEntry] // bounded: claimCacheItems
+	// names: the messages with claim files. Without a watch it is replaced,
+	// never mutated (snapshots share it); with one it is kept under mu.
+	names   map[Entry]struct{}
+	entries lru[Entry, claimEntry] // bounded: claimCacheItems
 }
 
 // errCorrupt marks a claim file that exists but cannot be parsed.
@@ -94,10 +113,24 @@ type claimEntry struct {
 	validAt  time.Time
 }
 
-// claimSnap is the set of messages that had claim files at one listing.
+// claimSnap is the set of messages that had claim files at one listing
+// (without a watch), or marks a pass of a watched cache (names nil).
 type claimSnap struct {
 	names    map[Entry]struct{}
 	dirMtime time.Time
+	watched  bool
+}
+
+// hasClaim reports whether e had a claim file in the snapshot.
+func (q *Queue) hasClaim(e Entry, snap claimSnap) bool {
+	if !snap.watched {
+		_, ok := snap.names[e]
+		return ok
+	}
+	q.claims.mu.Lock()
+	_, ok := q.claims.names[e]
+	q.claims.mu.Unlock()
+	return ok
 }
 
 // NameFromToken returns the message name a claim token belongs to.
@@ -166,7 +199,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if snap.names == nil {
+		if snap.names == nil && !snap.watched {
 			if snap, err = q.claimSnapshot(); err != nil {
 				return nil, err
 			}
@@ -175,7 +208,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 			continue // a file that does not decode: never handed out
 		}
 		var cp *Claim
-		if _, ok := snap.names[e]; ok {
+		if q.hasClaim(e, snap) {
 			c, exists, err := q.cachedClaim(e, snap)
 			if err != nil {
 				return nil, err
@@ -225,6 +258,10 @@ const busyWait = 20 * time.Millisecond
 
 // errBusy: tryClaim did not get the message's lock in time.
 var errBusy = errors.New("fsqueue: message lock busy")
+
+// testHookClaimRead, when set by a test, runs when the pre-filter of a
+// watched claim cache has read a claim file and not yet cached it.
+var testHookClaimRead func(name string)
 
 // testHookBusyWait, when set by a test, runs when ClaimNext starts waiting
 // for a busy message.
@@ -343,6 +380,17 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	c := &q.claims
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.watchTried {
+		c.watchTried = true
+		// The watch starts before the first listing, so no change between
+		// the two is missed.
+		if w, ok := vfs.WatchDirContents(q.fsys, q.claimsDir); ok {
+			c.watch, c.setValid = w, false
+		}
+	}
+	if c.watch != nil {
+		return q.watchedClaimSnapshotLocked()
+	}
 	t0 := time.Now()
 	fi, err := q.fsys.Stat(q.claimsDir)
 	if err != nil {
@@ -368,15 +416,104 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	return claimSnap{names: names, dirMtime: mtime}, nil
 }
 
+// watchedClaimSnapshotLocked brings a watched cache up to date: it applies
+// the events queued since the last pass, or lists claims/ anew after an
+// overflow, an error or an Invalidate. The caller holds q.claims.mu.
+func (q *Queue) watchedClaimSnapshotLocked() (claimSnap, error) {
+	c := &q.claims
+	snap := claimSnap{watched: true}
+	if c.setValid {
+		events, overflow, err := c.watch.Drain()
+		if err == nil && !overflow {
+			q.applyClaimEventsLocked(events)
+			return snap, nil
+		}
+		if err != nil {
+			q.log.Warn("fsqueue: claims watch failed; re-listing", "dir", q.claimsDir, "err", err)
+		}
+	}
+	c.gen++
+	c.setValid = false
+	c.entries.reset()
+	files, err := q.fsys.ReadDirNames(q.claimsDir)
+	if err != nil {
+		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
+	}
+	c.names = make(map[Entry]struct{}, len(files))
+	for _, f := range files {
+		if name, ok := nameFromFile(f); ok {
+			e, _ := parseName(name)
+			c.names[e] = struct{}{}
+		}
+	}
+	// Changes made during the listing are applied now (idempotently).
+	events, overflow, err := c.watch.Drain()
+	if err != nil || overflow {
+		return snap, nil // the listing stands for this pass; the next lists again
+	}
+	c.setValid = true
+	q.applyClaimEventsLocked(events)
+	return snap, nil
+}
+
+// applyClaimEventsLocked applies watched changes of claims/ to a watched
+// cache: names follow the files, and a file added, removed or written drops
+// its parsed entry. The caller holds q.claims.mu.
+func (q *Queue) applyClaimEventsLocked(events []vfs.DirEvent) {
+	c := &q.claims
+	if len(events) == 0 {
+		return
+	}
+	c.gen++
+	for _, ev := range events {
+		name, ok := nameFromFile(ev.Name)
+		if !ok {
+			continue // a temporary file
+		}
+		e, _ := parseName(name)
+		c.entries.remove(e)
+		switch {
+		case ev.Changed:
+		case ev.Added:
+			c.names[e] = struct{}{}
+		default:
+			delete(c.names, e)
+		}
+	}
+}
+
 // cachedClaim returns e's claim for the pre-filter: from the cache if
 // claims/ has not changed since the entry was known correct, else after an
-// Lstat (and a read if the file's identity changed). A corrupt claim is
-// reported as absent.
+// Lstat (and a read if the file's identity changed); with a watch, from the
+// cache unless the watch reported a change of the file since it was read.
+// A corrupt claim is reported as absent.
 func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 	c := &q.claims
 	c.mu.Lock()
 	ce, ok := c.entries.get(e)
+	gen := c.gen
 	c.mu.Unlock()
+	if snap.watched {
+		if ok {
+			return ce.claim, ce.exists && !ce.corrupt, nil
+		}
+		cl, exists, err := q.readClaim(e.Name())
+		corrupt := errors.Is(err, errCorrupt)
+		if err != nil && !corrupt {
+			return Claim{}, false, err
+		}
+		ce = claimEntry{claim: cl, exists: exists || corrupt, corrupt: corrupt}
+		if testHookClaimRead != nil {
+			testHookClaimRead(e.Name())
+		}
+		c.mu.Lock()
+		if c.gen == gen {
+			c.entries.maxItems = claimCacheItems
+			c.entries.put(e, ce)
+		}
+		c.mu.Unlock()
+		return ce.claim, ce.exists && !ce.corrupt, nil
+	}
 	if ok && ce.dirMtime.Equal(snap.dirMtime) && ce.validAt.Sub(snap.dirMtime) >= mtimeMargin {
 		return ce.claim, ce.exists && !ce.corrupt, nil
 	}

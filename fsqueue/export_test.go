@@ -9,3 +9,10 @@ func SetBusyWaitHook(f func(name string)) (undo func()) {
 
 // BusyWaitForTest is busyWait.
 const BusyWaitForTest = busyWait
+
+// SetClaimReadHook sets the hook a watched claim cache runs between reading
+// a claim file and caching it; the returned func removes it.
+func SetClaimReadHook(f func(name string)) (undo func()) {
+	testHookClaimRead = f
+	return func() { testHookClaimRead = nil }
+}

@@ -111,11 +111,15 @@ func (f *faultFS) ScanDir(name string, fn func([]byte) error) error {
 	return nil
 }
 
-func (f *faultFS) WatchDir(dir string) (vfs.DirWatch, error) {
+func (f *faultFS) WatchDir(dir string, contents bool) (vfs.DirWatch, error) {
 	if !f.watch {
 		return nil, errors.New("faultFS: watch off")
 	}
-	w, ok := vfs.WatchDir(f.FS, dir)
+	watch := vfs.WatchDir
+	if contents {
+		watch = vfs.WatchDirContents
+	}
+	w, ok := watch(f.FS, dir)
 	if !ok {
 		return nil, errors.New("faultFS: inner FS cannot watch")
 	}

@@ -145,6 +145,48 @@ func TestInPlaceClaimSeenByOtherProcess(t *testing.T) {
 	}
 }
 
+// TestClaimReadAcrossADrainIsNotCached: with a watch of claims/, a claim
+// read while another goroutine of the process drained the watch - and with
+// it the event of a write that overlapped the read - must not be cached: the
+// cache would keep the old claim with no event left to drop it. Here the
+// other process abandons the message while this process's pass is between
+// reading its held claim and caching it, and a second pass of this process
+// drains the abandon's event meanwhile; the next pass must claim the
+// message. Caching regardless of the drain (c.gen ignored) leaves it skipped.
+func TestClaimReadAcrossADrainIsNotCached(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok := vfs.WatchDirContents(vfs.OS{}, dir); !ok {
+		t.Skip("no directory watch on this OS")
+	}
+	ctx := context.Background()
+	fsys := vfs.NoFollow(dir, vfs.Perm{})
+	clk := clock.NewManual(time.Now())
+	q1 := openVolatile(t, fsys, dir, clk)
+	q2 := openVolatile(t, fsys, dir, clk) // another process: its own caches
+	name := enqueue(t, q1, fsqueue.Message{Payload: json.RawMessage(`"p"`)})
+	c := mustClaim(t, q1, time.Minute, nil)
+	fired := false
+	undo := fsqueue.SetClaimReadHook(func(read string) {
+		if fired || read != name {
+			return
+		}
+		fired = true
+		if err := q1.Abandon(ctx, c.Claim.Token, 0, true); err != nil {
+			t.Error(err)
+		}
+		mustNotClaim(t, q2, func(fsqueue.Entry, *fsqueue.Claim) bool { return false }) // drains the abandon's event
+	})
+	mustNotClaim(t, q2, nil) // reads the held claim; the hook runs between read and cache
+	undo()
+	if !fired {
+		t.Fatal("the hook did not run: the claim was not read through the watched cache")
+	}
+	got := mustClaim(t, q2, time.Minute, nil)
+	if got.Message.Name != name {
+		t.Fatalf("claimed %s, want %s", got.Message.Name, name)
+	}
+}
+
 // coarseFS reports modification and change times truncated to g, as a file
 // system with coarse timestamps does (ext4 without multigrain timestamps:
 // one kernel tick).

@@ -959,6 +959,9 @@ func (q *Queue) sideFiles() ([]string, error) {
 func (q *Queue) applyEvents(events []vfs.DirEvent) {
 	x := q.list.idx
 	for _, ev := range events {
+		if ev.Changed {
+			continue // not reported by a watch of names; no entry changes
+		}
 		if isSideFile(ev.Name) {
 			if ev.Added {
 				q.list.side[ev.Name] = struct{}{}
@@ -987,13 +990,19 @@ func (q *Queue) applyEvents(events []vfs.DirEvent) {
 // Close releases the directory watch. The Queue must not be used afterwards.
 func (q *Queue) Close() error {
 	q.list.mu.Lock()
-	defer q.list.mu.Unlock()
+	var err error
 	if q.list.watch != nil {
-		err := q.list.watch.Close()
+		err = q.list.watch.Close()
 		q.list.watch = nil
-		return err
 	}
-	return nil
+	q.list.mu.Unlock()
+	q.claims.mu.Lock()
+	if q.claims.watch != nil {
+		err = errors.Join(err, q.claims.watch.Close())
+		q.claims.watch = nil
+	}
+	q.claims.mu.Unlock()
+	return err
 }
 
 // Invalidate forgets the cached listings, so the next listing (and
@@ -1004,6 +1013,7 @@ func (q *Queue) Invalidate() {
 	q.list.mu.Unlock()
 	q.claims.mu.Lock()
 	q.claims.setValid = false
+	q.claims.gen++
 	q.claims.entries.reset()
 	q.claims.mu.Unlock()
 }

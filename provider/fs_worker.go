@@ -200,8 +200,11 @@ func workMark(c fsqueue.Claim) string {
 // an unreadable one, this token - is decided under the lock.
 func claimTaken(q *fsqueue.Queue, name, token string) bool {
 	c, exists, err := q.PeekClaim(name)
-	return err == nil && exists && c.Token != "" && c.Token != token
+	return err == nil && exists && claimTakenFrom(c, token)
 }
+
+// claimTakenFrom is claimTaken on a claim already read without the lock.
+func claimTakenFrom(c fsqueue.Claim, token string) bool { return c.Token != "" && c.Token != token }
 
 // AckWorkItem implements Provider. It is atomic across deleting the item and
 // enqueuing the completion; the commit protocol is fs_wal.go's, with the
@@ -234,23 +237,23 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			return err // limits.go: nothing written, the claim is kept
 		}
 	}
-	if claimTaken(p.workQ, name, ct) {
+	// One read of the claim without the lock serves both checks before it.
+	peek, peekExists, peekErr := p.workQ.PeekClaim(name)
+	peeked := peekErr == nil && peekExists
+	if peeked && claimTakenFrom(peek, ct) {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item is claimed under another token (its lock expired and was taken)")
 	}
 	var sessionID string
 	var hasSession bool
-	wctx, cancel := p.claimCtx(ctx, ct)
+	wctx, cancel := p.claimWaitCtx(ctx, ct, peek, peeked)
 	defer cancel()
 	err := p.workQ.WithClaim(wctx, name, func(g *fsqueue.ClaimGuard) error {
-		if err := p.redoWorkAck(g); err != nil {
-			return Retryablef(op, err, "recover pending work ack: %v", err)
-		}
-		c, exists, err := g.Read()
+		c, exists, err := p.settledClaim(g)
 		if errors.Is(err, fsqueue.ErrCorrupt) {
 			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item's claim is unreadable (%v)", err)
 		}
 		if err != nil {
-			return Retryablef(op, err, "read claim: %v", err)
+			return Retryablef(op, err, "read claim (finishing a pending work ack): %v", err)
 		}
 		itemExists, err := g.MessageExists()
 		if err != nil {
@@ -357,9 +360,13 @@ func (p *FSProvider) applyWorkAck(g *fsqueue.ClaimGuard, rec *commitRecord, repl
 		return fmt.Errorf("delete work item: %w", err)
 	}
 	failpoint.Hit("workack.after_message_delete")
-	c, exists, err := g.Read()
-	if err == nil && exists && c.State != "" && workMark(c) != rec.CommitID {
-		return nil // a later ack of a re-created item? not ours to remove
+	// Outside a replay the caller holds the lock and read the claim marked
+	// with rec's id under it (it wrote the mark, or redoWorkAck found it).
+	if replay {
+		c, exists, err := g.Read()
+		if err == nil && exists && c.State != "" && workMark(c) != rec.CommitID {
+			return nil // a later ack of a re-created item? not ours to remove
+		}
 	}
 	if err := p.workQ.DeleteClaim(rec.Item); err != nil {
 		return fmt.Errorf("delete claim: %w", err)
@@ -380,6 +387,28 @@ func (p *FSProvider) redoWorkAck(g *fsqueue.ClaimGuard) error {
 	if err != nil || c.State != claimStateAcked {
 		return err
 	}
+	return p.redoMarkedWorkAck(g, c)
+}
+
+// settledClaim reads the claim under g and, if it marks a work ack pending,
+// finishes that ack first (redoWorkAck) and reads the claim again: the
+// claim as it then stands. An unreadable claim is an error wrapping
+// fsqueue.ErrCorrupt.
+func (p *FSProvider) settledClaim(g *fsqueue.ClaimGuard) (fsqueue.Claim, bool, error) {
+	c, exists, err := g.Read()
+	if err != nil || !exists || c.State != claimStateAcked {
+		return c, exists, err
+	}
+	if err := p.redoMarkedWorkAck(g, c); err != nil {
+		return fsqueue.Claim{}, false, err
+	}
+	return g.Read()
+}
+
+// redoMarkedWorkAck is redoWorkAck on the claim c read under g, marked
+// acked.
+func (p *FSProvider) redoMarkedWorkAck(g *fsqueue.ClaimGuard, c fsqueue.Claim) error {
+	var err error
 	var d workAckData
 	if json.Unmarshal(c.Data, &d) != nil {
 		d = workAckData{}
@@ -528,11 +557,22 @@ const claimExpiryMargin = 50 * time.Millisecond
 // waits no longer than the lock it holds lasts, not for the stopped process
 // (TestWorkCallsDoNotWaitForAStoppedLockHolder).
 func (p *FSProvider) claimCtx(ctx context.Context, ct string) (context.Context, context.CancelFunc) {
+	var c fsqueue.Claim
+	ok := false
+	if name, valid := fsqueue.NameFromToken(ct); valid {
+		var err error
+		c, ok, err = p.workQ.PeekClaim(name)
+		ok = ok && err == nil
+	}
+	return p.claimWaitCtx(ctx, ct, c, ok)
+}
+
+// claimWaitCtx is claimCtx with the claim already read without the lock (ok:
+// it was read and exists).
+func (p *FSProvider) claimWaitCtx(ctx context.Context, ct string, c fsqueue.Claim, ok bool) (context.Context, context.CancelFunc) {
 	wait := claimExpiryMargin
-	if name, ok := fsqueue.NameFromToken(ct); ok {
-		if c, exists, err := p.workQ.PeekClaim(name); err == nil && exists && c.Token == ct {
-			wait += max(0, time.Duration(c.LockedUntilMs-p.nowMs())*time.Millisecond)
-		}
+	if ok && c.Token == ct {
+		wait += max(0, time.Duration(c.LockedUntilMs-p.nowMs())*time.Millisecond)
 	}
 	return context.WithTimeout(ctx, wait)
 }

@@ -7,6 +7,10 @@ type DirEvent struct {
 	// Added is true for an entry created or moved in, false for one removed
 	// or moved out.
 	Added bool
+	// Changed is true (and Added false) for an entry whose content was
+	// written or truncated in place; only a watch of contents
+	// ([WatchDirContents]) reports it.
+	Changed bool
 }
 
 // DirWatch reports changes to one directory's entries, made by any process.
@@ -22,16 +26,25 @@ type DirWatch interface {
 // OS on Linux, through inotify). Callers fall back to polling when the FS
 // does not implement it or WatchDir fails.
 type Watcher interface {
-	WatchDir(dir string) (DirWatch, error)
+	// WatchDir watches dir's entries; with contents, also writes to them.
+	WatchDir(dir string, contents bool) (DirWatch, error)
 }
 
-// WatchDir watches dir if fsys supports it; ok is false otherwise.
-func WatchDir(fsys FS, dir string) (w DirWatch, ok bool) {
+// WatchDir watches dir's entries (names added and removed) if fsys supports
+// it; ok is false otherwise.
+func WatchDir(fsys FS, dir string) (w DirWatch, ok bool) { return watch(fsys, dir, false) }
+
+// WatchDirContents is WatchDir that also reports every write to an entry's
+// content in place ([DirEvent].Changed), so that a cache of the files'
+// contents can drop exactly what changed.
+func WatchDirContents(fsys FS, dir string) (w DirWatch, ok bool) { return watch(fsys, dir, true) }
+
+func watch(fsys FS, dir string, contents bool) (w DirWatch, ok bool) {
 	wf, isW := fsys.(Watcher)
 	if !isW {
 		return nil, false
 	}
-	w, err := wf.WatchDir(dir)
+	w, err := wf.WatchDir(dir, contents)
 	if err != nil || w == nil {
 		return nil, false
 	}
@@ -39,23 +52,23 @@ func WatchDir(fsys FS, dir string) (w DirWatch, ok bool) {
 }
 
 // WatchDir forwards to the wrapped FS.
-func (n noSyncFS) WatchDir(dir string) (DirWatch, error) {
-	if w, ok := WatchDir(n.FS, dir); ok {
+func (n noSyncFS) WatchDir(dir string, contents bool) (DirWatch, error) {
+	if w, ok := watch(n.FS, dir, contents); ok {
 		return w, nil
 	}
 	return nil, errNoWatch
 }
 
 // WatchDir forwards to the wrapped FS.
-func (c *CountingFS) WatchDir(dir string) (DirWatch, error) {
-	if w, ok := WatchDir(c.FS, dir); ok {
+func (c *CountingFS) WatchDir(dir string, contents bool) (DirWatch, error) {
+	if w, ok := watch(c.FS, dir, contents); ok {
 		return w, nil
 	}
 	return nil, errNoWatch
 }
 
 // WatchDir implements Watcher (Linux only; see watch_*.go).
-func (OS) WatchDir(dir string) (DirWatch, error) { return watchDir(dir) }
+func (OS) WatchDir(dir string, contents bool) (DirWatch, error) { return watchDir(dir, contents) }
 
 type noWatchError struct{}
 

@@ -20,12 +20,17 @@ type inotifyWatch struct {
 	buf []byte
 }
 
-func watchDir(dir string) (DirWatch, error) {
+func watchDir(dir string, contents bool) (DirWatch, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("vfs: inotify_init1: %w", err)
 	}
-	const mask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+	var mask uint32 = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+	if contents {
+		// A write or truncation of an entry, queued by the kernel before
+		// the write(2) or truncate(2) returns.
+		mask |= unix.IN_MODIFY
+	}
 	if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("vfs: inotify_add_watch %s: %w", dir, err)
@@ -69,6 +74,8 @@ func (w *inotifyWatch) Drain() ([]DirEvent, bool, error) {
 				out = append(out, DirEvent{Name: name, Added: true})
 			case ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
 				out = append(out, DirEvent{Name: name, Added: false})
+			case ev.Mask&unix.IN_MODIFY != 0:
+				out = append(out, DirEvent{Name: name, Changed: true})
 			}
 		}
 	}

@@ -3,4 +3,4 @@
 package vfs
 
 // watchDir is unsupported here; callers poll the directory's mtime.
-func watchDir(string) (DirWatch, error) { return nil, errNoWatch }
+func watchDir(string, bool) (DirWatch, error) { return nil, errNoWatch }
