@@ -170,9 +170,10 @@
 //     caller's log decides what was acknowledged.
 //
 // An in-place write changes neither the inode nor the size of the claim,
-// nor claims/, so the writer touches claims/ ([vfs.FS.Touch]) and the
-// pre-filter cache below trusts a file's identity only if its content was
-// read at least 50 ms after the file's last change.
+// nor claims/, so the writer touches claims/ ([vfs.FS.Touch]) and a
+// pre-filter cache without a directory watch (below) trusts a file's
+// identity only if its content was read at least 50 ms after the file's last
+// change; a cache with one sees the write itself.
 //
 // # Clock steps
 //
@@ -217,10 +218,17 @@
 // cache safe). An error while bringing the index up to date drops it: the
 // next call lists the directory again; the index is never left valid but
 // incomplete. ClaimNext caches the listing of claims/ and parsed claim files
-// the same way, keyed by the claim file's identity (inode, size, mtime,
-// ctime), trusted only for content read at least 50 ms after the file's
-// ctime (a claim rewritten in place keeps its inode and size, and a second
-// write in one timestamp tick would keep its times too). These comparisons are between file-system timestamps and the real
+// the same way. On Linux a watch of claims/ that also reports writes in
+// place (inotify IN_MODIFY) keeps both exact: the events, drained once per
+// pass, drop the entry of every claim file added, removed or written since
+// it was read, so a claim that did not change is never read or stat'ed
+// again however busy claims/ is (a read that overlapped another goroutine's
+// drain is not cached: the drain may have taken the event that would have
+// dropped it). Without a watch, parsed claims are keyed by the claim file's
+// identity (inode, size, mtime, ctime), trusted only for content read at
+// least 50 ms after the file's ctime (a claim rewritten in place keeps its
+// inode and size, and a second write in one timestamp tick would keep its
+// times too). These comparisons are between file-system timestamps and the real
 // time ([time.Now]), not the injected clock. The caches only decide which
 // messages are worth trying: every decision to hand out a message is made on
 // a fresh read of its claim under the message's flock.
