@@ -110,7 +110,7 @@ func TestApplyDoesNotWaitForAStoppedClaimHolder(t *testing.T) {
 // lock - which the new holder keeps while it is stopped inside its own ack
 // (make stalltest: a work ack took as long as such a stop). The new
 // holder's ack still succeeds afterwards. Mutation that fails it: dropping
-// the claimTaken check (the stale ack waits: the guard fires).
+// the claimTakenFrom check (the stale ack waits: the guard fires).
 func TestStaleAckDoesNotWaitForTheNewHolder(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
@@ -266,6 +266,49 @@ func TestWorkCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 			again, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
 			if err != nil || again == nil || again.LockToken == it.LockToken {
 				t.Fatalf("fetch after the release = %+v, %v; want the item again under a new token", again, err)
+			}
+		})
+	}
+}
+
+// TestGWActivityCallsDoNotWaitForAStoppedLockHolder is
+// TestWorkCallsDoNotWaitForAStoppedLockHolder for go-workflows activity
+// tasks: a completion or an extension waits for the task's claim lock, held
+// by a "stopped" process, only until the claim expires (plus a margin), then
+// fails without writing; the task is delivered again once the lock is
+// free. Mutation that fails it: gwClaimCtx / claimWaitCtx returning ctx
+// unbounded (the calls wait for the release: the guard fires).
+func TestGWActivityCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func(p *FSProvider, token string) error
+	}{
+		{"complete", func(p *FSProvider, token string) error {
+			return p.CompleteWorkflowActivity(ctx, token, gwEv("a1done", "ActivityCompleted", 0))
+		}},
+		{"extend", func(p *FSProvider, token string) error { return p.ExtendWorkflowActivity(ctx, token, time.Minute) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			gwRunningParent(t, p)
+			a1, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", 300*time.Millisecond, 0)
+			if err != nil || a1 == nil || a1.EventID != "a1" {
+				t.Fatalf("fetch a1 = %+v, %v", a1, err)
+			}
+			dir, _, name, _ := parseGWActToken(a1.Token)
+			q, err := p.gwQueue(dir)
+			mustNoErr(t, err)
+
+			release := holdClaim(t, q, name)
+			err = notStalled(t, "the "+tc.name, release, func() error { return tc.call(p, a1.Token) })
+			if err == nil || !strings.Contains(err.Error(), "held by another process") {
+				t.Fatalf("%s = %v; want an error naming the held claim lock", tc.name, err)
+			}
+			mustNoErr(t, release())
+			again := gwFetchActivity(t, p, "a1")
+			if again.Token == a1.Token {
+				t.Fatal("a1 delivered again under the same token")
 			}
 		})
 	}

@@ -188,8 +188,8 @@ func workMark(c fsqueue.Claim) string {
 	return d.ID
 }
 
-// claimTaken reports whether message name's claim, read without its lock,
-// names a token other than token: the claim passed to another holder, for
+// claimTakenFrom reports whether a claim read without its lock names a
+// token other than token: the claim passed to another holder, for
 // good. A token is replaced only under the item's lock, only once it has
 // expired, and never written back, so even a read that a concurrent
 // in-place write tears cannot show another token while token still holds
@@ -198,13 +198,14 @@ func workMark(c fsqueue.Claim) string {
 // new holder may keep for as long as it is stopped (SIGSTOP inside its own
 // ack: TestStaleAckDoesNotWaitForTheNewHolder). Anything else - no claim,
 // an unreadable one, this token - is decided under the lock.
-func claimTaken(q *fsqueue.Queue, name, token string) bool {
-	c, exists, err := q.PeekClaim(name)
-	return err == nil && exists && claimTakenFrom(c, token)
-}
-
-// claimTakenFrom is claimTaken on a claim already read without the lock.
 func claimTakenFrom(c fsqueue.Claim, token string) bool { return c.Token != "" && c.Token != token }
+
+// peekClaim reads message name's claim without its lock; ok is false if
+// it has none or it could not be read (invalid name, unreadable file).
+func peekClaim(q *fsqueue.Queue, name string) (c fsqueue.Claim, ok bool) {
+	c, exists, err := q.PeekClaim(name)
+	return c, err == nil && exists
+}
 
 // AckWorkItem implements Provider. It is atomic across deleting the item and
 // enqueuing the completion; the commit protocol is fs_wal.go's, with the
@@ -238,8 +239,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		}
 	}
 	// One read of the claim without the lock serves both checks before it.
-	peek, peekExists, peekErr := p.workQ.PeekClaim(name)
-	peeked := peekErr == nil && peekExists
+	peek, peeked := peekClaim(p.workQ, name)
 	if peeked && claimTakenFrom(peek, ct) {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item is claimed under another token (its lock expired and was taken)")
 	}
@@ -557,13 +557,8 @@ const claimExpiryMargin = 50 * time.Millisecond
 // waits no longer than the lock it holds lasts, not for the stopped process
 // (TestWorkCallsDoNotWaitForAStoppedLockHolder).
 func (p *FSProvider) claimCtx(ctx context.Context, ct string) (context.Context, context.CancelFunc) {
-	var c fsqueue.Claim
-	ok := false
-	if name, valid := fsqueue.NameFromToken(ct); valid {
-		var err error
-		c, ok, err = p.workQ.PeekClaim(name)
-		ok = ok && err == nil
-	}
+	name, _ := fsqueue.NameFromToken(ct)
+	c, ok := peekClaim(p.workQ, name)
 	return p.claimWaitCtx(ctx, ct, c, ok)
 }
 
