@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -309,6 +310,66 @@ func TestGWActivityCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 			again := gwFetchActivity(t, p, "a1")
 			if again.Token == a1.Token {
 				t.Fatal("a1 delivered again under the same token")
+			}
+		})
+	}
+}
+
+// TestReplayedWorkAckKeepsAClaimMarkedByAnotherCommit: applying a logged
+// work ack in replay mode removes the item's claim only if the claim marks
+// that ack (or marks none); a claim marking another commit is that
+// commit's to settle. Outside a replay the caller read the claim, marked
+// with the record's id, under the lock, so the apply removes it without
+// reading it again. Mutation that fails it: the replay's check of the mark
+// dropped (the claim is removed).
+func TestReplayedWorkAckKeepsAClaimMarkedByAnotherCommit(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		mark      string // the claim's mark ("" : held, no mark)
+		wantClaim bool
+	}{
+		{"marked by another commit", "other", true},
+		{"marked by this commit", "mine", false},
+		{"not marked", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			mustNoErr(t, p.EnqueueForWorker(ctx, ActivityExecute{Instance: "a", ExecutionID: 1, ID: 2, Name: "act", Input: "x"}))
+			it, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+			if err != nil || it == nil {
+				t.Fatalf("fetch = %+v, %v", it, err)
+			}
+			ct, _ := parseWorkToken(it.LockToken)
+			name, _ := fsqueue.NameFromToken(ct)
+			rec := &commitRecord{Kind: kindWorkAck, Item: name, ItemToken: ct, CommitID: "mine",
+				Delete: []queueRef{{Queue: "worker", Name: name}}}
+			mustNoErr(t, p.workQ.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
+				c, _, err := g.Read()
+				if err != nil {
+					return err
+				}
+				if tc.mark != "" {
+					c.State = claimStateAcked
+					if c.Data, err = json.Marshal(workAckData{pendingMark: pendingMark{ID: tc.mark}}); err != nil {
+						return err
+					}
+					if err := g.Write(c); err != nil {
+						return err
+					}
+				}
+				return p.applyWorkAck(g, rec, true)
+			}))
+			if work, _ := allQueued(p.workQ); len(work) != 0 {
+				t.Errorf("worker queue = %+v; want the item deleted", work)
+			}
+			c, exists, err := p.workQ.PeekClaim(name)
+			mustNoErr(t, err)
+			if exists != tc.wantClaim {
+				t.Fatalf("claim after the replayed apply: %+v (exists %v), want exists %v", c, exists, tc.wantClaim)
+			}
+			if exists && workMark(c) != tc.mark {
+				t.Errorf("claim marks %q, want %q", workMark(c), tc.mark)
 			}
 		})
 	}
