@@ -277,7 +277,7 @@ func TestWorkCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 // tasks: a completion or an extension waits for the task's claim lock, held
 // by a "stopped" process, only until the claim expires (plus a margin), then
 // fails without writing; the task is delivered again once the lock is
-// free. Mutation that fails it: gwClaimCtx / claimWaitCtx returning ctx
+// free. Mutation that fails it: claimWaitCtx returning ctx
 // unbounded (the calls wait for the release: the guard fires).
 func TestGWActivityCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 	ctx := context.Background()

@@ -122,7 +122,7 @@ func (p *FSProvider) ExtendWorkflowActivity(ctx context.Context, token string, l
 	if err != nil {
 		return err
 	}
-	wctx, cancel := p.gwClaimCtx(ctx, q, claim)
+	wctx, cancel := p.claimCtx(ctx, q, claim)
 	defer cancel()
 	if _, err := q.Renew(wctx, claim, lockFor); err != nil {
 		if errors.Is(err, fsqueue.ErrNotHolder) || errors.Is(err, fsqueue.ErrExpired) || errors.Is(err, fsqueue.ErrNotFound) {
@@ -133,21 +133,8 @@ func (p *FSProvider) ExtendWorkflowActivity(ctx context.Context, token string, l
 	return nil
 }
 
-// gwClaimCtx bounds how long a call holding an activity task's claim waits
-// for the task's claim lock, as claimCtx does for work items: until the
-// claim expires, plus claimExpiryMargin. Past its expiry a claim still
-// completes while nobody took it over, but a lock held then is almost
-// always another process taking it over - or one stopped inside a claim
-// attempt, which must not hold the caller up for longer than the claim
-// lasts (TestGWActivityCallsDoNotWaitForAStoppedLockHolder).
-func (p *FSProvider) gwClaimCtx(ctx context.Context, q *fsqueue.Queue, claim string) (context.Context, context.CancelFunc) {
-	name, _ := fsqueue.NameFromToken(claim)
-	c, ok := peekClaim(q, name)
-	return p.claimWaitCtx(ctx, claim, c, ok)
-}
-
 // gwClaimWaitErr is the error of an activity call whose wait for the claim
-// lock, bounded by wctx, ended with err.
+// lock, bounded by wctx (claimCtx), ended with err.
 func gwClaimWaitErr(ctx, wctx context.Context, err error) error {
 	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("durofs: the activity task's claim lock was held by another process (stopped?) until past the claim's expiry: %w", err)
@@ -167,7 +154,7 @@ type gwActAckData struct {
 // execution that scheduled it. A token that no longer holds the task fails
 // with ErrWorkflowTaskLost, writing nothing. An expired claim nobody took
 // over still completes. The wait for the task's claim lock is bounded by
-// the claim's expiry (gwClaimCtx): past it the call fails, writing nothing,
+// the claim's expiry (claimCtx): past it the call fails, writing nothing,
 // and the task is delivered again.
 func (p *FSProvider) CompleteWorkflowActivity(ctx context.Context, token string, result WorkflowEvent) error {
 	dir, claim, name, ok := parseGWActToken(token)

@@ -509,7 +509,7 @@ func (p *FSProvider) RenewWorkItemLock(ctx context.Context, token string, extend
 	if _, ok2 := fsqueue.NameFromToken(ct); !ok || !ok2 {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
-	wctx, cancel := p.claimCtx(ctx, ct)
+	wctx, cancel := p.claimCtx(ctx, p.workQ, ct)
 	defer cancel()
 	c, err := p.workQ.Renew(wctx, ct, extendFor)
 	if err != nil {
@@ -533,7 +533,7 @@ func (p *FSProvider) AbandonWorkItem(ctx context.Context, token string, delay ti
 	if _, ok2 := fsqueue.NameFromToken(ct); !ok || !ok2 {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
-	wctx, cancel := p.claimCtx(ctx, ct)
+	wctx, cancel := p.claimCtx(ctx, p.workQ, ct)
 	defer cancel()
 	if err := p.workQ.Abandon(wctx, ct, delay, ignoreAttempt); err != nil {
 		return p.claimWaitErr(op, ctx, wctx, p.mapClaimErr(op, ct, err))
@@ -547,18 +547,22 @@ func (p *FSProvider) AbandonWorkItem(ctx context.Context, token string, delay ti
 // work item's claim still waits for the item's claim lock (claimCtx).
 const claimExpiryMargin = 50 * time.Millisecond
 
-// claimCtx bounds how long a call holding the claim of token ct (an ack, a
-// renewal, an abandon) waits for the item's claim lock: until the claim
+// claimCtx bounds how long a call holding the claim of token ct in queue q
+// (a work item's ack, renewal or abandon; a go-workflows activity task's
+// completion or extension) waits for the item's claim lock: until the claim
 // expires, as its file read without the lock says, plus claimExpiryMargin.
 // Other processes hold that lock only for short sections - a claim attempt
 // that finds the item taken, the delete of a cancelled item - but one
 // stopped inside such a section (SIGSTOP, a frozen cgroup) holds it until it
-// resumes; past the claim's expiry the call could not succeed anyway, so it
+// resumes; past the claim's expiry a work item's call could not succeed
+// anyway (a go-workflows completion still could while nobody took the task
+// over, but a lock held then is almost always someone taking it over), so it
 // waits no longer than the lock it holds lasts, not for the stopped process
-// (TestWorkCallsDoNotWaitForAStoppedLockHolder).
-func (p *FSProvider) claimCtx(ctx context.Context, ct string) (context.Context, context.CancelFunc) {
+// (TestWorkCallsDoNotWaitForAStoppedLockHolder,
+// TestGWActivityCallsDoNotWaitForAStoppedLockHolder).
+func (p *FSProvider) claimCtx(ctx context.Context, q *fsqueue.Queue, ct string) (context.Context, context.CancelFunc) {
 	name, _ := fsqueue.NameFromToken(ct)
-	c, ok := peekClaim(p.workQ, name)
+	c, ok := peekClaim(q, name)
 	return p.claimWaitCtx(ctx, ct, c, ok)
 }
 
