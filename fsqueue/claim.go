@@ -400,9 +400,20 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	if c.setValid && mtime.Equal(c.setMtime) && c.setListedAt.Sub(c.setMtime) >= mtimeMargin {
 		return claimSnap{names: c.names, dirMtime: mtime}, nil
 	}
+	names, err := q.listClaimSet()
+	if err != nil {
+		return claimSnap{}, err
+	}
+	// The map is replaced, never mutated, so snapshots can share it.
+	c.names, c.setMtime, c.setListedAt, c.setValid = names, mtime, t0, true
+	return claimSnap{names: names, dirMtime: mtime}, nil
+}
+
+// listClaimSet lists claims/: the messages that have claim files.
+func (q *Queue) listClaimSet() (map[Entry]struct{}, error) {
 	files, err := q.fsys.ReadDirNames(q.claimsDir)
 	if err != nil {
-		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
+		return nil, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
 	}
 	names := make(map[Entry]struct{}, len(files))
 	for _, f := range files {
@@ -411,9 +422,7 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 			names[e] = struct{}{}
 		}
 	}
-	// The map is replaced, never mutated, so snapshots can share it.
-	c.names, c.setMtime, c.setListedAt, c.setValid = names, mtime, t0, true
-	return claimSnap{names: names, dirMtime: mtime}, nil
+	return names, nil
 }
 
 // watchedClaimSnapshotLocked brings a watched cache up to date: it applies
@@ -435,17 +444,11 @@ func (q *Queue) watchedClaimSnapshotLocked() (claimSnap, error) {
 	c.gen++
 	c.setValid = false
 	c.entries.reset()
-	files, err := q.fsys.ReadDirNames(q.claimsDir)
+	names, err := q.listClaimSet()
 	if err != nil {
-		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
+		return claimSnap{}, err
 	}
-	c.names = make(map[Entry]struct{}, len(files))
-	for _, f := range files {
-		if name, ok := nameFromFile(f); ok {
-			e, _ := parseName(name)
-			c.names[e] = struct{}{}
-		}
-	}
+	c.names = names
 	// Changes made during the listing are applied now (idempotently).
 	events, overflow, err := c.watch.Drain()
 	if err != nil || overflow {
