@@ -198,6 +198,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -299,6 +300,16 @@ type Guard struct {
 	leasePath string
 	unlocked  atomic.Bool
 	reclaimed atomic.Bool
+
+	// known is the lease file's content as this Guard last read or wrote
+	// it (valid when haveKnown). Every change of a lease file happens under
+	// its flock, which the Guard holds, so the file cannot change until
+	// Unlock except through this Guard: a second Read in the same section
+	// returns it without reading the file again. A failed Write forgets it
+	// (the file may hold the old content, the new, or neither).
+	known     Lease
+	knownOK   bool
+	haveKnown bool
 }
 
 // maxPrepare bounds how often Lock and TryLock recreate a directory that a
@@ -437,6 +448,10 @@ func (g *Guard) Now() time.Time { return g.s.clk.Now() }
 // Read reads the lease file. A missing file gives the zero Lease and
 // exists == false with a nil error, and so does a reclaimed Guard. An
 // unparseable file gives an error wrapping [ErrCorrupt] (exists is true).
+// Only the first Read of a Guard reads the file: later ones return what it
+// read or what [Guard.Write] wrote since, which is what the file holds, as
+// nobody else writes it while the flock is held. An error is not
+// remembered (the next Read reads the file again).
 func (g *Guard) Read() (l Lease, exists bool, err error) {
 	if g.unlocked.Load() {
 		return Lease{}, false, errUnlocked
@@ -444,7 +459,25 @@ func (g *Guard) Read() (l Lease, exists bool, err error) {
 	if g.reclaimed.Load() {
 		return Lease{}, false, nil
 	}
-	return readLease(g.s.fsys, g.leasePath)
+	if g.haveKnown {
+		return g.known.clone(), g.knownOK, nil
+	}
+	l, exists, err = readLease(g.s.fsys, g.leasePath)
+	if err == nil {
+		g.known, g.knownOK, g.haveKnown = l.clone(), exists, true
+	}
+	return l, exists, err
+}
+
+// clone returns l with its own copy of Data, so that a caller changing the
+// bytes of one copy never changes another.
+func (l Lease) clone() Lease {
+	if len(l.Data) == 0 {
+		l.Data = nil // as a read of the file gives it ("data" is omitted)
+	} else {
+		l.Data = slices.Clone(l.Data)
+	}
+	return l
 }
 
 // Reclaim removes the resource: the lease file, then the lock file, while
@@ -462,13 +495,40 @@ func (g *Guard) Reclaim() error {
 	if g.reclaimed.Load() {
 		return nil
 	}
-	if err := g.s.fsys.Remove(g.leasePath); err != nil && !vfs.IsNotExist(err) {
+	if err := g.removeLease(); err != nil {
 		return fmt.Errorf("lease: reclaim %s: %w", g.leasePath, err)
 	}
 	if err := g.s.fsys.Remove(g.lockPath); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("lease: reclaim %s: %w", g.lockPath, err)
 	}
 	g.reclaimed.Store(true)
+	return nil
+}
+
+// RemoveLease removes the lease file (a missing one is fine) and keeps the
+// lock file: the resource is then free, with no fence, and Read reports no
+// lease. It is the first half of [Guard.Reclaim], for a caller that has
+// work to finish between the two.
+func (g *Guard) RemoveLease() error {
+	if g.unlocked.Load() {
+		return errUnlocked
+	}
+	if g.reclaimed.Load() {
+		return nil
+	}
+	if err := g.removeLease(); err != nil {
+		return fmt.Errorf("lease: remove %s: %w", g.leasePath, err)
+	}
+	return nil
+}
+
+// removeLease removes the lease file; a missing one is fine.
+func (g *Guard) removeLease() error {
+	g.haveKnown = false
+	if err := g.s.fsys.Remove(g.leasePath); err != nil && !vfs.IsNotExist(err) {
+		return err
+	}
+	g.known, g.knownOK, g.haveKnown = Lease{}, false, true
 	return nil
 }
 
@@ -527,11 +587,13 @@ func (g *Guard) Write(l Lease) error {
 		return fmt.Errorf("lease: encode %s: %w", g.leasePath, err)
 	}
 	b = append(b, '\n')
+	g.haveKnown = false // until this write is known to have succeeded
 	if g.s.inPlace {
 		if done, err := vfs.Overwrite(g.s.fsys, g.leasePath, b, nil); done || err != nil {
 			if err != nil {
 				return fmt.Errorf("lease: %w", err)
 			}
+			g.known, g.knownOK, g.haveKnown = l.clone(), true, true
 			return nil
 		}
 		b = vfs.PadBlock(b) // room for later writes in place
@@ -539,6 +601,7 @@ func (g *Guard) Write(l Lease) error {
 	if err := vfs.WriteFileVia(g.s.fsys, g.s.tmpDir, g.leasePath, b); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
+	g.known, g.knownOK, g.haveKnown = l.clone(), true, true
 	return nil
 }
 

@@ -79,8 +79,8 @@ func (p *FSProvider) lockExisting(ctx context.Context, key string, wait bool) (*
 // removed is an error (the apply is not finished).
 func (p *FSProvider) reclaimInstance(g *lease.Guard, key string) error {
 	p.dropHeld(key)
-	if err := p.leaseFS.Remove(p.leasePath(key)); err != nil && !vfs.IsNotExist(err) {
-		return fmt.Errorf("remove lease: %w", err)
+	if err := g.RemoveLease(); err != nil {
+		return err
 	}
 	failpoint.Hit("reclaim.after_lease")
 	if err := g.Reclaim(); err != nil {

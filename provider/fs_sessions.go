@@ -202,7 +202,7 @@ func (p *FSProvider) CleanupOrphanedSessions(ctx context.Context, idleTimeout ti
 		if cur.ExpiresAtMs >= now || referenced[d.SessionID] {
 			return nil
 		}
-		if err := p.leaseFS.Remove(leasePath); err != nil && !vfs.IsNotExist(err) {
+		if err := g.RemoveLease(); err != nil {
 			return err
 		}
 		n++
