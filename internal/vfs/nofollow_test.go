@@ -3,8 +3,10 @@
 package vfs_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -384,6 +386,33 @@ func TestTouch(t *testing.T) {
 			}
 			if err := fsys.Touch(filepath.Join(root, "missing")); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("Touch of a missing file: %v, want ErrNotExist", err)
+			}
+		})
+	}
+}
+
+// TestNoFollowReadFileSizes: ReadFile returns a file's bytes exactly
+// whatever its size (the Linux path reads the bare descriptor into a buffer
+// it grows), and fails on a directory.
+func TestNoFollowReadFileSizes(t *testing.T) {
+	for _, impl := range noFollowImpls {
+		t.Run(impl.name, func(t *testing.T) {
+			root := t.TempDir()
+			fsys := impl.new(root, vfs.Perm{})
+			for _, n := range []int{0, 1, 511, 1023, 1024, 1025, 4096, 100_000} {
+				want := make([]byte, n)
+				for i := range want {
+					want[i] = byte('a' + i%26)
+				}
+				path := filepath.Join(root, fmt.Sprintf("f%d", n))
+				must(t, os.WriteFile(path, want, 0o600))
+				got, err := fsys.ReadFile(path)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("ReadFile of %d bytes: %d bytes, %v", n, len(got), err)
+				}
+			}
+			if _, err := fsys.ReadFile(root); err == nil {
+				t.Errorf("ReadFile of a directory succeeded")
 			}
 		})
 	}
