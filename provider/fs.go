@@ -133,7 +133,7 @@ type FSProvider struct {
 	workQ  *fsqueue.Queue
 
 	notifyMu sync.Mutex
-	notifyCh chan struct{}
+	notifyCh [2]chan struct{} // closed to wake fetches: [wakeOrch], [wakeWork]
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -354,7 +354,7 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	p := &FSProvider{
 		dir: dir, fs: fsys, leaseFS: vfs.NoSync(base), clk: clk, log: log, owner: owner,
 		durability: opts.Durability, poll: poll, limits: opts.Limits.withDefaults(), tmpDir: filepath.Join(dir, "tmp"),
-		notifyCh: make(chan struct{}), stop: make(chan struct{}),
+		notifyCh: [2]chan struct{}{make(chan struct{}), make(chan struct{})}, stop: make(chan struct{}),
 	}
 	// Leases are volatile (never synced): written in place, they cost no
 	// file creation per fetch and release (lease package, "Writing in place").
@@ -570,19 +570,60 @@ func (p *FSProvider) Durability() Durability { return p.durability }
 
 func (p *FSProvider) nowMs() int64 { return clock.Ms(p.clk.Now()) }
 
-// notify wakes this process's long-polling fetches.
-func (p *FSProvider) notify() {
+// wake says which of this process's long-polling fetches a change may
+// give work: those of orchestration items and workflow tasks (wakeOrch),
+// those of work items and activity tasks (wakeWork), or both.
+type wake uint8
+
+const (
+	wakeOrch wake = 1 << iota
+	wakeWork
+	wakeAll = wakeOrch | wakeWork
+)
+
+// wakeFor is what publishing messages to queues qs wakes: the fetches of
+// the side each queue belongs to.
+func wakeFor(qs []queueRef) wake {
+	var w wake
+	for _, q := range qs {
+		if q.Queue == "worker" || strings.HasPrefix(q.Queue, gwActivityPrefix) {
+			w |= wakeWork
+		} else {
+			w |= wakeOrch
+		}
+	}
+	return w
+}
+
+// notify wakes this process's long-polling fetches of the sides in w (a
+// fetch of the other side would find nothing new: waking it costs a pass
+// over its queue and a runnable goroutine). Work of other processes is
+// seen every poll interval.
+func (p *FSProvider) notify(w wake) {
 	p.notifyMu.Lock()
-	close(p.notifyCh)
-	p.notifyCh = make(chan struct{})
+	for i := range p.notifyCh {
+		if w&(1<<i) != 0 {
+			close(p.notifyCh[i])
+			p.notifyCh[i] = make(chan struct{})
+		}
+	}
 	p.notifyMu.Unlock()
 }
 
-func (p *FSProvider) notifyChan() <-chan struct{} {
+// notifyChan returns the channel that the next notify of side w (wakeOrch
+// or wakeWork) closes.
+func (p *FSProvider) notifyChan(w wake) <-chan struct{} {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
-	return p.notifyCh
+	if w == wakeWork {
+		return p.notifyCh[1]
+	}
+	return p.notifyCh[0]
 }
+
+// testHookWaitForWork, when set (by tests only), runs when a long-polling
+// fetch starts waiting for work.
+var testHookWaitForWork func()
 
 // waitForWork blocks until this process enqueues something, the poll
 // interval passes (other processes' work), the deadline passes, or ctx ends.
@@ -597,6 +638,9 @@ func (p *FSProvider) waitForWork(ctx context.Context, ch <-chan struct{}, deadli
 	}
 	t := time.NewTimer(left)
 	defer t.Stop()
+	if testHookWaitForWork != nil {
+		testHookWaitForWork()
+	}
 	select {
 	case <-ch:
 	case <-t.C:

@@ -502,7 +502,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		}
 		failpoint.Hit("delete.after_member_applied")
 	}
-	p.notify()
+	p.notify(wakeAll)
 	return res, false, nil
 }
 

@@ -178,7 +178,8 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		p.applyDeferredTo(ctx, "ack", key, rec.Instance, rec, err)
 	}
 	failpoint.Hit("ack.after_apply")
-	p.notify()
+	// The instance's lease is free: its other messages can be fetched.
+	p.notify(wakeOrch | wakeFor(rec.Publish))
 	return nil
 }
 

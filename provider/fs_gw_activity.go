@@ -84,7 +84,7 @@ func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string,
 		qs[i] = q
 	}
 	for {
-		ch := p.notifyChan()
+		ch := p.notifyChan(wakeWork)
 		for i, q := range qs {
 			if ctx.Err() != nil {
 				return nil, nil
@@ -223,7 +223,7 @@ func (p *FSProvider) CompleteWorkflowActivity(ctx context.Context, token string,
 	if err != nil {
 		return gwClaimWaitErr(ctx, wctx, err)
 	}
-	p.notify()
+	p.notify(wakeOrch) // the completion went to a workflow queue
 	return nil
 }
 

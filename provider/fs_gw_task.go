@@ -273,7 +273,12 @@ func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]
 		}
 		failpoint.Hit("gw.after_part")
 	}
-	p.notify()
+	// The instances' leases are free: their other events can be fetched.
+	w := wakeOrch
+	for i := range rec.GW.Parts {
+		w |= wakeFor(rec.GW.Parts[i].Publish)
+	}
+	p.notify(w)
 	return nil
 }
 
@@ -410,7 +415,7 @@ func (p *FSProvider) WorkflowHistory(ctx context.Context, ref WorkflowRef, after
 func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor, pollTimeout time.Duration) (*WorkflowTask, error) {
 	deadline := time.Now().Add(pollTimeout)
 	for {
-		ch := p.notifyChan()
+		ch := p.notifyChan(wakeOrch)
 		t, err := p.tryFetchWorkflowTask(ctx, queues, worker, lockFor)
 		if t != nil || err != nil {
 			return t, err

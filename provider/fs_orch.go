@@ -135,7 +135,7 @@ func (p *FSProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, 
 		return Retryablef(op, err, "write message: %v", err)
 	}
 	failpoint.Hit("enqueue.orch.after_publish")
-	p.notify()
+	p.notify(wakeOrch)
 	return nil
 }
 
@@ -148,7 +148,7 @@ func (p *FSProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, po
 	}
 	deadline := time.Now().Add(pollTimeout)
 	for {
-		ch := p.notifyChan()
+		ch := p.notifyChan(wakeOrch)
 		item, err := p.tryFetchOrchestration(ctx, lockTimeout, filter)
 		if item != nil || err != nil {
 			return item, err
@@ -764,7 +764,7 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 		return Retryablef(op, err, "write lease: %v", err)
 	}
 	failpoint.Hit("abandon.after_lease_write")
-	p.notify()
+	p.notify(wakeOrch)
 	return nil
 }
 

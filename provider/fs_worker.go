@@ -76,7 +76,7 @@ func (p *FSProvider) EnqueueForWorker(ctx context.Context, item WorkItem) error 
 		return Retryablef(op, err, "write message: %v", err)
 	}
 	failpoint.Hit("enqueue.worker.after_publish")
-	p.notify()
+	p.notify(wakeWork)
 	return nil
 }
 
@@ -90,7 +90,7 @@ func (p *FSProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout
 	}
 	deadline := time.Now().Add(pollTimeout)
 	for {
-		ch := p.notifyChan()
+		ch := p.notifyChan(wakeWork)
 		item, err := p.tryFetchWork(ctx, lockTimeout, session, tagFilter)
 		if item != nil || err != nil {
 			return item, err
@@ -312,7 +312,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	if hasSession {
 		p.touchSession(ctx, sessionID)
 	}
-	p.notify()
+	p.notify(wakeOrch) // the completion went to the orchestrator queue
 	return nil
 }
 
@@ -539,7 +539,7 @@ func (p *FSProvider) AbandonWorkItem(ctx context.Context, token string, delay ti
 		return p.claimWaitErr(op, ctx, wctx, p.mapClaimErr(op, ct, err))
 	}
 	failpoint.Hit("abandonwork.after_claim_write")
-	p.notify()
+	p.notify(wakeWork)
 	return nil
 }
 
