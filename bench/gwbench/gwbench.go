@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,6 +142,12 @@ const workerFlag = "-gwbench-worker"
 // measuring process, which gwbench -cpuprofile profiles.
 const WorkerProfileEnv = "GWBENCH_WORKER_CPUPROFILE"
 
+// WorkerTraceEnv names the environment variable that makes every worker
+// process of a multi-process run write a Go execution trace (runtime/trace)
+// to "<value>-<store>-<worker name>.trace": where its goroutines blocked
+// (go tool trace -pprof=syscall, sync, sched or net).
+const WorkerTraceEnv = "GWBENCH_WORKER_TRACE"
+
 // IsWorker reports whether args (os.Args[1:]) start a worker process.
 func IsWorker(args []string) bool { return len(args) > 0 && args[0] == workerFlag }
 
@@ -165,6 +172,19 @@ func WorkerMain(args []string) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if prefix := os.Getenv(WorkerTraceEnv); prefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%s.trace", prefix, filepath.Base(args[2]), args[3]))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
+			return 1
+		}
+		defer trace.Stop()
 	}
 	var stats *taskStats
 	if prefix := os.Getenv(WorkerStatsEnv); prefix != "" {

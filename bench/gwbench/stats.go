@@ -160,3 +160,10 @@ func (b timedBackend) CompleteActivityTask(ctx context.Context, task *backend.Ac
 	defer b.since("CompleteActivityTask", time.Now())
 	return b.Backend.CompleteActivityTask(ctx, task, result)
 }
+
+// GetWorkflowInstanceHistory implements backend.Backend (go-workflows'
+// executor calls it when a task's history is ahead of its cached state).
+func (b timedBackend) GetWorkflowInstanceHistory(ctx context.Context, instance *workflow.Instance, lastSequenceID *int64) ([]*history.Event, error) {
+	defer b.since("GetWorkflowInstanceHistory", time.Now())
+	return b.Backend.GetWorkflowInstanceHistory(ctx, instance, lastSequenceID)
+}

@@ -5,7 +5,13 @@
 // processes sharing one store. It prints a Markdown table with the ratios
 // and the goals (>= 1.0x at 1 process, >= 1.5x at several).
 //
-//	go run ./cmd/gwbench [-roots 20] [-chains 100] [-chain-len 10] [-procs 4] [-dir D]
+//	go run ./cmd/gwbench [-roots 20] [-chains 100] [-chain-len 10] [-procs 4] [-runs 1] [-dir D]
+//
+// With -runs N every measurement is made N times, the two backends
+// alternating, and the table gives each backend's median workflows/s (all N
+// figures go to stderr): on a shared or virtual disk single runs of a few
+// seconds vary by a factor of two. -backends durofs (or sqlite) measures one
+// backend alone, for profiling; the table then has no ratios.
 //
 // The stores go to -dir (default: a temporary directory on the disk of
 // $DUROBENCH_DIR or bench/.data), which must be on a real disk.
@@ -22,7 +28,8 @@
 // a task waited in its queue, how long it took to process) and how long
 // the backend calls that fetch and complete tasks took, as count, mean and
 // percentiles. GWBENCH_WORKER_CPUPROFILE=prefix writes a CPU profile per
-// worker process.
+// worker process, GWBENCH_WORKER_TRACE=prefix a Go execution trace (where
+// goroutines waited: go tool trace -pprof=sched, syscall or sync).
 package main
 
 import (
@@ -32,6 +39,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +56,8 @@ func main() {
 	procs := flag.Int("procs", 4, "worker processes of the multi-process runs")
 	dir := flag.String("dir", "", "where the stores go (default: a temporary directory under $DUROBENCH_DIR or .data)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "time limit of one measurement")
+	runs := flag.Int("runs", 1, "measure each scenario and process count this many times, alternating backends; the table gives medians")
+	backends := flag.String("backends", gwbench.Durofs+","+gwbench.SQLite, "backends to measure, comma-separated")
 	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile (the client, and the worker of the 1-process runs) to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -79,42 +89,85 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	bes := strings.Split(*backends, ",")
+	for _, be := range bes {
+		if be != gwbench.Durofs && be != gwbench.SQLite {
+			fail(fmt.Errorf("unknown backend %q", be))
+		}
+	}
+	if *runs < 1 {
+		fail(fmt.Errorf("-runs %d: want at least 1", *runs))
+	}
 	fmt.Printf("| scenario | processes | durofs wf/s | SQLite wf/s | ratio | goal | busiest worker's CPU share, durofs / SQLite |\n|---|---|---|---|---|---|---|\n")
 	for _, sc := range []string{gwbench.Tree, gwbench.ChainS} {
 		for _, p := range []int{1, *procs} {
-			per := map[string]float64{}
+			per := map[string][]float64{}
 			busiest := map[string]string{}
-			for _, be := range []string{gwbench.Durofs, gwbench.SQLite} {
-				cfg := gwbench.Config{Backend: be, Scenario: sc, Processes: p, Roots: *roots, Tree: gwbench.DefaultTree,
-					ChainLen: *chainLen, Dir: filepath.Join(*dir, fmt.Sprintf("%s-%s-%d", sc, be, p)), Timeout: *timeout}
-				if sc == gwbench.ChainS {
-					cfg.Roots = *chains
+			for r := range *runs {
+				for _, be := range bes {
+					cfg := gwbench.Config{Backend: be, Scenario: sc, Processes: p, Roots: *roots, Tree: gwbench.DefaultTree,
+						ChainLen: *chainLen, Dir: filepath.Join(*dir, fmt.Sprintf("%s-%s-%d-%d", sc, be, p, r)), Timeout: *timeout}
+					if sc == gwbench.ChainS {
+						cfg.Roots = *chains
+					}
+					if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+						fail(err)
+					}
+					res, err := gwbench.Run(context.Background(), cfg, self)
+					if err != nil {
+						fail(fmt.Errorf("%s %s at %d process(es): %w", be, sc, p, err))
+					}
+					per[be] = append(per[be], res.PerSecond())
+					busiest[be] = busiestShare(res.WorkerCPU)
+					fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v, %.1f/s (%d client calls retried on \"database is locked\")%s\n",
+						be, sc, p, res.Workflows, res.Elapsed.Round(time.Millisecond), res.PerSecond(), res.Busy, cpuShares(res.WorkerCPU))
 				}
-				if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-					fail(err)
-				}
-				res, err := gwbench.Run(context.Background(), cfg, self)
-				if err != nil {
-					fail(fmt.Errorf("%s %s at %d process(es): %w", be, sc, p, err))
-				}
-				per[be] = res.PerSecond()
-				busiest[be] = busiestShare(res.WorkerCPU)
-				fmt.Fprintf(os.Stderr, "%s %s %d process(es): %d workflows in %v (%d client calls retried on \"database is locked\")%s\n",
-					be, sc, p, res.Workflows, res.Elapsed.Round(time.Millisecond), res.Busy, cpuShares(res.WorkerCPU))
 			}
 			goal := 1.0
 			if p > 1 {
 				goal = 1.5
 			}
-			ratio := per[gwbench.Durofs] / per[gwbench.SQLite]
-			verdict := "PASS"
-			if ratio < goal {
-				verdict = fmt.Sprintf("MISS (goal %.1fx)", goal)
+			d, s := median(per[gwbench.Durofs]), median(per[gwbench.SQLite])
+			ratio, verdict := "-", "-"
+			if d > 0 && s > 0 {
+				ratio = fmt.Sprintf("%.2fx", d/s)
+				verdict = "PASS"
+				if d/s < goal {
+					verdict = fmt.Sprintf("MISS (goal %.1fx)", goal)
+				}
 			}
-			fmt.Printf("| %s | %d | %.1f | %.1f | %.2fx | %s | %s / %s |\n", sc, p, per[gwbench.Durofs], per[gwbench.SQLite], ratio, verdict,
-				busiest[gwbench.Durofs], busiest[gwbench.SQLite])
+			fmt.Printf("| %s | %d | %s | %s | %s | %s | %s / %s |\n", sc, p, figure(d), figure(s), ratio, verdict,
+				orDash(busiest[gwbench.Durofs]), orDash(busiest[gwbench.SQLite]))
 		}
 	}
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func figure(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func fail(err error) {
