@@ -42,10 +42,10 @@ func TestChangesWakeTheFetchesOfTheirSide(t *testing.T) {
 		}))
 	}
 	const (
-		orch = iota // the waiting fetch fetches orchestration items
-		work        // work items
-		gwWF        // workflow tasks
-		gwAct       // activity tasks
+		orch  = iota // the waiting fetch fetches orchestration items
+		work         // work items
+		gwWF         // workflow tasks
+		gwAct        // activity tasks
 	)
 	for _, tc := range []struct {
 		name  string
