@@ -666,15 +666,27 @@ func (l *Log) openNewest() error {
 }
 
 // lastFrameEnd returns the offset just after segment id's last whole frame
-// (0 if it has none).
+// (0 if it has none). It reads the segment from the checkpoint when the
+// checkpoint is in it: the checkpoint is a frame boundary below which every
+// frame is whole and durable (it is only set once they are), so what a
+// restart reads grows with the log since the checkpoint, not with the
+// segment (a busy segment holds tens of MiB).
 func (l *Log) lastFrameEnd(id uint32) (uint32, error) {
-	data, err := l.readSegment(id, 0, -1)
+	cp, err := l.Checkpoint()
 	if err != nil {
 		return 0, err
 	}
-	end := 0
-	walkFrames(data, 0, l.segSize, func(pos int, p []byte) error {
-		end = pos + headerSize + len(p)
+	start := int64(0)
+	if cp.Segment() == id {
+		start = int64(cp.Offset())
+	}
+	data, err := l.readSegment(id, start, -1)
+	if err != nil {
+		return 0, err
+	}
+	end := start
+	walkFrames(data, start, l.segSize, func(pos int, p []byte) error {
+		end = start + int64(pos+headerSize+len(p))
 		return nil
 	})
 	return uint32(end), nil
