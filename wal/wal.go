@@ -52,7 +52,8 @@
 //
 // The page is never synced and is rebuilt by every process that opens the
 // log alone (no other process registered, see "Who is alive"): the tail goes
-// after the last whole frame of the newest segment, every slot to zero. A
+// after the last whole frame of the newest segment (read from the checkpoint
+// when the checkpoint is in that segment), every slot to zero. A
 // process that finds others registered trusts the page they share (they
 // could not run without it), and refuses to open if it is not set up.
 //
