@@ -160,31 +160,28 @@ func WorkerMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	if prefix := os.Getenv(WorkerProfileEnv); prefix != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%s-%s.prof", prefix, filepath.Base(args[2]), args[3]))
+	for _, rec := range []struct {
+		env, suffix string
+		start       func(io.Writer) error
+		stop        func()
+	}{
+		{WorkerProfileEnv, "prof", pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{WorkerTraceEnv, "trace", trace.Start, trace.Stop},
+	} {
+		prefix := os.Getenv(rec.env)
+		if prefix == "" {
+			continue
+		}
+		f, err := os.Create(fmt.Sprintf("%s-%s-%s.%s", prefix, filepath.Base(args[2]), args[3], rec.suffix))
+		if err == nil {
+			defer f.Close()
+			err = rec.start(f)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
 			return 1
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if prefix := os.Getenv(WorkerTraceEnv); prefix != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%s-%s.trace", prefix, filepath.Base(args[2]), args[3]))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
-			return 1
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintln(os.Stderr, "gwbench worker:", err)
-			return 1
-		}
-		defer trace.Stop()
+		defer rec.stop()
 	}
 	var stats *taskStats
 	if prefix := os.Getenv(WorkerStatsEnv); prefix != "" {
