@@ -30,6 +30,7 @@ import (
 	"github.com/cschleiden/go-workflows/backend/monoprocess"
 	"github.com/cschleiden/go-workflows/backend/sqlite"
 	"github.com/cschleiden/go-workflows/client"
+	"github.com/cschleiden/go-workflows/diag"
 	"github.com/cschleiden/go-workflows/worker"
 	"github.com/cschleiden/go-workflows/workflow"
 
@@ -67,7 +68,16 @@ type Result struct {
 	// Workflows counts every workflow instance that finished (a tree's
 	// root, mids and leaves).
 	Workflows int
-	Elapsed   time.Duration
+	// Elapsed is from the first start to the moment the client saw the
+	// last workflow finish; its wait (go-workflows'
+	// WaitForWorkflowInstance) polls the store with a backoff that grows
+	// to one second, so it sees a finish up to a second late.
+	Elapsed time.Duration
+	// Finished is from the first start to the last finish as the store
+	// recorded it (the completion time go-workflows' diagnostics report,
+	// written by the worker that finished the workflow): the backend's own
+	// time, without the client's polling.
+	Finished time.Duration
 	// Busy counts the client calls that failed because the store was
 	// locked by another process (SQLite's "database is locked") and were
 	// retried.
@@ -79,8 +89,12 @@ type Result struct {
 	WorkerCPU []time.Duration
 }
 
-// PerSecond is workflows per second.
+// PerSecond is workflows per second as the client saw them finish.
 func (r Result) PerSecond() float64 { return float64(r.Workflows) / r.Elapsed.Seconds() }
+
+// FinishedPerSecond is workflows per second by the store's completion
+// times (Finished).
+func (r Result) FinishedPerSecond() float64 { return float64(r.Workflows) / r.Finished.Seconds() }
 
 // DefaultTree is go-workflows' bench tool's default scenario.
 var DefaultTree = TreeInput{FanOut: 2, LeafFanOut: 2, Depth: 2, Activities: 2, PayloadSizeBytes: 100}
@@ -88,21 +102,27 @@ var DefaultTree = TreeInput{FanOut: 2, LeafFanOut: 2, Depth: 2, Activities: 2, P
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // open opens the store of backend name in dir for one process; stats, if
-// not nil, receives go-workflows' metrics.
-func open(name, dir, workerName string, stats *taskStats) (backend.Backend, error) {
+// not nil, receives go-workflows' metrics. d is the store's diagnostics
+// view (the SQLite backend's own: the monoprocess wrapper hides it).
+func open(name, dir, workerName string, stats *taskStats) (b backend.Backend, d diag.Backend, err error) {
 	opts := []backend.BackendOption{backend.WithLogger(quiet), backend.WithWorkerName(workerName)}
 	if stats != nil {
 		opts = append(opts, backend.WithMetrics(stats))
 	}
 	switch name {
 	case Durofs:
-		return goworkflows.Open(filepath.Join(dir, "durofs"), goworkflows.Options{Provider: provider.Options{Durability: provider.Durable}}, opts...)
+		gb, err := goworkflows.Open(filepath.Join(dir, "durofs"), goworkflows.Options{Provider: provider.Options{Durability: provider.Durable}}, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return gb, gb, nil
 	case SQLite:
 		// As go-workflows' bench tool runs it: monoprocess wakes this
 		// process's pollers on its own commits.
-		return monoprocess.NewMonoprocessBackend(sqlite.NewSqliteBackend(filepath.Join(dir, "bench.sqlite"), sqlite.WithBackendOptions(opts...))), nil
+		sb := sqlite.NewSqliteBackend(filepath.Join(dir, "bench.sqlite"), sqlite.WithBackendOptions(opts...))
+		return monoprocess.NewMonoprocessBackend(sb), sb, nil
 	}
-	return nil, fmt.Errorf("gwbench: unknown backend %q", name)
+	return nil, nil, fmt.Errorf("gwbench: unknown backend %q", name)
 }
 
 // executorCacheSize is the workers' workflow executor cache, for both
@@ -188,7 +208,7 @@ func WorkerMain(args []string) int {
 		stats = newTaskStats()
 		defer writeStats(stats, prefix, args[2], args[3])
 	}
-	b, err := open(args[1], args[2], args[3], stats)
+	b, _, err := open(args[1], args[2], args[3], stats)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gwbench worker:", err)
 		return 1
@@ -220,7 +240,7 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 		stats = newTaskStats()
 		defer writeStats(stats, prefix, cfg.Dir, "worker")
 	}
-	b, err := open(cfg.Backend, cfg.Dir, "client", stats)
+	b, d, err := open(cfg.Backend, cfg.Dir, "client", stats)
 	if err != nil {
 		return res, err
 	}
@@ -254,6 +274,7 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Roots)
+	started := make([]*workflow.Instance, 0, cfg.Roots)
 	for i := range cfg.Roots {
 		var inst *workflow.Instance
 		id := fmt.Sprintf("%s-%d", cfg.Scenario, i)
@@ -273,6 +294,7 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("start %s: %w", id, err)
 		}
+		started = append(started, inst)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -290,7 +312,31 @@ func Run(ctx context.Context, cfg Config, self string) (Result, error) {
 	for err := range errs {
 		return res, err
 	}
+	last, err := lastFinish(ctx, d, started)
+	if err != nil {
+		return res, err
+	}
+	res.Finished = last.Sub(start)
 	return res, nil
+}
+
+// lastFinish returns the latest completion time the store recorded for
+// the instances (a tree's root finishes after its whole tree).
+func lastFinish(ctx context.Context, d diag.Backend, insts []*workflow.Instance) (time.Time, error) {
+	var last time.Time
+	for _, inst := range insts {
+		ref, err := d.GetWorkflowInstance(ctx, inst)
+		if err != nil {
+			return last, fmt.Errorf("gwbench: %s: %w", inst.InstanceID, err)
+		}
+		if ref == nil || ref.CompletedAt == nil {
+			return last, fmt.Errorf("gwbench: %s: no completion time recorded", inst.InstanceID)
+		}
+		if ref.CompletedAt.After(last) {
+			last = *ref.CompletedAt
+		}
+	}
+	return last, nil
 }
 
 // retryBusy calls f until it does not fail with SQLite's "database is

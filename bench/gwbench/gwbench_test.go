@@ -52,6 +52,10 @@ func TestRunTiny(t *testing.T) {
 				if res.Workflows != want || res.Elapsed <= 0 {
 					t.Errorf("%s %s %d: %+v", be, sc, procs, res)
 				}
+				// The store recorded the last finish before the client saw it.
+				if res.Finished <= 0 || res.Finished > res.Elapsed {
+					t.Errorf("%s %s %d: finished after %v by the store, seen after %v", be, sc, procs, res.Finished, res.Elapsed)
+				}
 				// Every worker process's CPU time (none in one process).
 				wantCPU := procs
 				if procs == 1 {
