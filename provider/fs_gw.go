@@ -396,11 +396,7 @@ func (p *FSProvider) gwQueue(dir string) (*fsqueue.Queue, error) {
 	if err := p.mkdirDurable(path); err != nil {
 		return nil, err
 	}
-	side := wakeOrch
-	if _, activity, _ := gwQueueName(dir); activity {
-		side = wakeWork
-	}
-	q, err := fsqueue.Open(p.fs, path, p.queueOptions(side))
+	q, err := fsqueue.Open(p.fs, path, fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true})
 	if err != nil {
 		return nil, err
 	}

@@ -83,9 +83,8 @@ func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string,
 		}
 		qs[i] = q
 	}
-	var wait time.Duration
 	for {
-		wk := p.wakeupFor(wakeWork)
+		ch := p.notifyChan(wakeWork)
 		for i, q := range qs {
 			if ctx.Err() != nil {
 				return nil, nil
@@ -107,9 +106,7 @@ func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string,
 				Payload:  m.Payload, Attempt: c.Claim.Attempt,
 			}, nil
 		}
-		var quiet bool
-		wait, quiet = p.idleWait(wait, qs...)
-		if !p.waitForWork(ctx, wk, deadline, wait, quiet) {
+		if !p.waitForWork(ctx, ch, deadline) {
 			return nil, nil
 		}
 	}

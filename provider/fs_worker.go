@@ -89,16 +89,13 @@ func (p *FSProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout
 		return nil, nil
 	}
 	deadline := time.Now().Add(pollTimeout)
-	var wait time.Duration
 	for {
-		wk := p.wakeupFor(wakeWork)
+		ch := p.notifyChan(wakeWork)
 		item, err := p.tryFetchWork(ctx, lockTimeout, session, tagFilter)
 		if item != nil || err != nil {
 			return item, err
 		}
-		var quiet bool
-		wait, quiet = p.idleWait(wait, p.workQ)
-		if !p.waitForWork(ctx, wk, deadline, wait, quiet) {
+		if !p.waitForWork(ctx, ch, deadline) {
 			return nil, nil
 		}
 	}
