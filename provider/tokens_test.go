@@ -92,8 +92,11 @@ func newTokenFixture(t *testing.T) tokenFixture {
 	ctx := context.Background()
 	dir := t.TempDir()
 	// ProcessCrashSafe: no fsyncs, as these tests make hundreds of fixtures
-	// and test validation, not durability.
-	p := openT(t, dir, Options{SweepInterval: -1, Durability: ProcessCrashSafe})
+	// and test validation, not durability. No background sweep or
+	// checkpoint: the tests compare the directory before and after one call,
+	// and a checkpoint writing wal/checkpoint in between failed one (CI of
+	// 8f9eca2).
+	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Durability: ProcessCrashSafe})
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("real"), 0))
 	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	if err != nil || it == nil {
