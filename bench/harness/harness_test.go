@@ -54,7 +54,7 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("fsyncs: %d file and %d directory syncs outside the counted calls", u.FileSyncs, u.DirSyncs)
 	}
 	for _, c := range res.Throughput.Cells {
-		if len(c.Runs) != 1 || c.Runs[0].Turns == 0 || c.Runs[0].Wall <= 0 {
+		if len(c.Runs) != 1 || c.Runs[0].Turns == 0 || c.Runs[0].Wall <= 0 || c.Runs[0].Create <= 0 {
 			t.Errorf("throughput %s %s %d: runs %+v", c.Provider, c.Workload, c.Procs, c.Runs)
 		}
 	}

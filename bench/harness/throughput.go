@@ -33,6 +33,9 @@ type ThroughputRun struct {
 	// Log sums durofs's write-ahead log counters over the processes
 	// (appends, fdatasyncs, checkpoint fsyncs); zero for other providers.
 	Log provider.LogStats
+	// Create is what creating a small file in the run's directory cost
+	// just before the run started (probeCreate).
+	Create time.Duration
 }
 
 // TurnsPerSec is orchestration acks per second.
@@ -182,6 +185,10 @@ func throughputRun(ctx context.Context, cfg Config, prov, dir string, specs []wo
 	if err := p.Close(); err != nil {
 		return zero, fmt.Errorf("close after enqueue: %w", err)
 	}
+	create, err := probeCreate(dir)
+	if err != nil {
+		return zero, err
+	}
 
 	cs := make([]*child, 0, procs)
 	defer func() { killAll(cs) }()
@@ -235,7 +242,7 @@ func throughputRun(ctx context.Context, cfg Config, prov, dir string, specs []wo
 	}
 
 	// Stop them and collect their final counters and peak RSS.
-	var r ThroughputRun
+	r := ThroughputRun{Create: create}
 	var lastEnd int64
 	for _, c := range cs {
 		if err := c.send(cmdStop); err != nil {
