@@ -33,11 +33,13 @@ test-goworkflows:
 lint: vet
 	@out=$$(gofmt -l . | grep -v '^vendor/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## crossbuild: the module must build for linux, darwin and windows.
+## crossbuild: the module must build for linux, darwin and windows, and its
+## tests type-check on a 32-bit platform (386).
 crossbuild:
 	GOOS=linux $(GO) build $(PKGS)
 	GOOS=darwin $(GO) build $(PKGS)
 	GOOS=windows $(GO) build $(PKGS)
+	GOARCH=386 $(GO) vet $(PKGS)
 
 ## races: print the round counts of the lease and fsqueue multi-process races.
 races:

@@ -224,9 +224,9 @@ func (i coarseInfo) Sys() any {
 		return i.FileInfo.Sys()
 	}
 	c := *st
-	ct := time.Unix(st.Ctim.Sec, st.Ctim.Nsec).Truncate(i.g)
+	ct := time.Unix(st.Ctim.Unix()).Truncate(i.g)
 	c.Ctim = syscall.NsecToTimespec(ct.UnixNano())
-	mt := time.Unix(st.Mtim.Sec, st.Mtim.Nsec).Truncate(i.g)
+	mt := time.Unix(st.Mtim.Unix()).Truncate(i.g)
 	c.Mtim = syscall.NsecToTimespec(mt.UnixNano())
 	return &c
 }

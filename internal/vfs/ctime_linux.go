@@ -11,7 +11,7 @@ import (
 // say.
 func ChangeTime(fi fs.FileInfo) time.Time {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+		return time.Unix(st.Ctim.Unix())
 	}
 	return fi.ModTime()
 }
