@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints gwchaos stalltest powerloss bench bench-big bench-ext4 bench-gw bench-quick clean
+.PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints gwchaos stalltest powerloss bench bench-big bench-ext4 bench-gw bench-gw-ext4 bench-quick clean
 
 ## test: vet, the whole suite with -race, the cross-platform build, and the
 ## multi-process race tests' round counts. The bench module (its own go.mod)
@@ -134,8 +134,12 @@ bench-big:
 ## bench-ext4: durobench (default: its throughput section) on a fresh,
 ## loop-mounted ext4 image with a journal, beside make bench on the default
 ## directory; needs root. Report: bench/bench-report-ext4.md.
+## bench-gw-ext4: make bench-gw on such an image.
 bench-ext4:
 	bash scripts/bench-ext4.sh $(BENCH_ARGS)
+
+bench-gw-ext4:
+	bash scripts/bench-ext4.sh gw $(GW_BENCH_ARGS)
 
 ## bench-gw: go-workflows workflows/s on the durofs backend vs go-workflows'
 ## own SQLite backend (bench/gwbench): its bench tool's tree and a chain of

@@ -7,20 +7,29 @@
 # disk) every creation in a block group with inodes freed in the last minute
 # or more scans past them (BENCHMARKS.md, "Session of 2026-11-28 (midday)").
 #
-# Usage: scripts/bench-ext4.sh [durobench flags]   (default: -only throughput)
+# Usage: scripts/bench-ext4.sh [durobench flags]      (default: -only throughput)
+#        scripts/bench-ext4.sh gw [gwbench flags]     (default: -runs 3, as make bench-gw)
 # Needs root (mount), mkfs.ext4 and a loop device. The image (sparse,
 # $BENCH_EXT4_SIZE, default 6G) lives at $BENCH_EXT4_IMG (default
 # bench/.ext4.img) and is removed on exit, as is its mount point. The report
-# goes to bench/bench-report-ext4.md.
+# goes to bench/bench-report-ext4.md (gwbench prints its table).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 img=${BENCH_EXT4_IMG:-$PWD/bench/.ext4.img}
 size=${BENCH_EXT4_SIZE:-6G}
 go=${GO:-go}
+tool=durobench
+if [ "${1:-}" = gw ]; then
+	tool=gwbench
+	shift
+fi
 args=("$@")
 if [ ${#args[@]} -eq 0 ]; then
-	args=(-only throughput)
+	case $tool in
+	durobench) args=(-only throughput) ;;
+	gwbench) args=(-runs 3) ;;
+	esac
 fi
 if [ "$(id -u)" -ne 0 ]; then
 	echo "bench-ext4: needs root to mount a loop image" >&2
@@ -42,4 +51,7 @@ mkfs.ext4 -q -F "$img"
 mount -o loop "$img" "$mnt"
 mounted=1
 cd bench
-"$go" run ./cmd/durobench -dir "$mnt/data" -out bench-report-ext4.md "${args[@]}"
+case $tool in
+durobench) "$go" run ./cmd/durobench -dir "$mnt/data" -out bench-report-ext4.md "${args[@]}" ;;
+gwbench) mkdir "$mnt/data" && "$go" run ./cmd/gwbench -dir "$mnt/data" "${args[@]}" ;;
+esac
