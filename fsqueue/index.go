@@ -256,6 +256,16 @@ func (x *index) visible(nowMs int64, from Entry, hasFrom bool, out []Entry) []En
 	return out
 }
 
+// earliest returns the least VisibleAtMs of all entries (math.MaxInt64 if
+// there are none).
+func (x *index) earliest() int64 {
+	at := int64(math.MaxInt64)
+	for _, b := range x.blocks {
+		at = min(at, b.minVis)
+	}
+	return at
+}
+
 // route appends to out, in name order, the entries whose route is r.
 func (x *index) route(r uint64, out []Entry) []Entry {
 	for _, b := range x.blocks {

@@ -105,6 +105,17 @@ type Options struct {
 	// claim (the message is delivered again, at least once) or leave it
 	// unreadable (treated as no claim).
 	VolatileClaims bool
+	// Notify, if set, is called after [Queue.Quiet] reported the queue
+	// quiet, once, when the index learns of a message that this Queue did
+	// not add itself: another process's Enqueue or Publish (or a file put
+	// in the directory by hand), seen through the directory watch - a
+	// long-polling consumer's cue to look again. A goroutine waits on the
+	// watch (inotify, Linux) while a Quiet answer is outstanding, so Notify
+	// comes within a scheduling delay of the other process's rename; the
+	// rest of the time the index is brought up to date only by the calls
+	// that read it, as without Notify. It is called with the queue's index
+	// lock held, so it must not call the Queue.
+	Notify func()
 }
 
 // Queue is a message queue in one directory. It is safe for concurrent use
@@ -150,6 +161,18 @@ type listCache struct {
 	// directory (inotify); without it the index falls back to the mtime rule.
 	watch      vfs.DirWatch
 	watchTried bool
+	// own holds the file names this Queue is adding (Enqueue, Publish,
+	// Restore) while its watch is on, so that the watch's event for such a
+	// name does not call Options.Notify: the adder tells its own consumers.
+	// A name leaves it when its event is applied or the add fails, and the
+	// set is cleared when a re-listing drops the events it waited for.
+	own map[string]struct{}
+	// notifying: a notifyLoop runs for the watch, so every other process's
+	// addition can be reported. armed: a Quiet answer is outstanding, and
+	// the next such addition calls Options.Notify (and disarms); arm wakes
+	// the loop to wait on the watch, done stops it.
+	notifying, armed bool
+	arm, done        chan struct{}
 }
 
 type queueConfig struct {
@@ -349,7 +372,12 @@ func (q *Queue) Enqueue(m Message) (name string, err error) {
 		if err != nil {
 			return "", err
 		}
+		file := m.Name + msgSuffix
+		q.markOwn(file)
 		err = vfs.CreateExclusive(q.fsys, q.msgPath(m.Name), data, true)
+		if err != nil {
+			q.unmarkOwn(file)
+		}
 		if err == nil {
 			if err := q.fsys.SyncDir(q.dir); err != nil {
 				// Take the message back: the call fails, so it must not stay.
@@ -411,7 +439,10 @@ func (q *Queue) Publish(name string) (published bool, err error) {
 	if err := checkName(name); err != nil {
 		return false, err
 	}
+	file := name + msgSuffix
+	q.markOwn(file)
 	if err := q.fsys.Rename(q.stagedPath(name), q.msgPath(name)); err != nil {
+		q.unmarkOwn(file)
 		if vfs.IsNotExist(err) {
 			return false, nil
 		}
@@ -431,7 +462,10 @@ func (q *Queue) Restore(name string, data []byte) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
+	file := name + msgSuffix
+	q.markOwn(file)
 	if err := vfs.WriteFileNoDirSync(vfs.NoSync(q.fsys), q.msgPath(name), data); err != nil {
+		q.unmarkOwn(file)
 		return fmt.Errorf("fsqueue: restore %s: %w", name, err)
 	}
 	if e, ok := parseName(name); ok {
@@ -820,6 +854,55 @@ func (q *Queue) ListRoute(value string) ([]Entry, error) {
 	return c.idx.route(RouteOf(value), nil), nil
 }
 
+// Quiet reports whether a consumer that found nothing to take may sleep
+// until a message is added (Options.Notify tells it) or untilMs (ms since
+// the epoch), the moment the earliest queued message becomes visible
+// (math.MaxInt64 for an empty queue): quiet is true when no message is
+// visible at nowMs - none is in flight under a claim, locked, or otherwise
+// takeable without a change - and a watch reports every other process's
+// additions. Without a watch (other systems, or inotify instances used up)
+// it is never quiet: another process's message is seen only by looking.
+// An addition that the index has not applied yet when Quiet answers calls
+// Notify when it is applied, so a consumer that arms its wake-up before
+// its pass and calls Quiet after it misses nothing.
+func (q *Queue) Quiet(nowMs int64) (untilMs int64, quiet bool, err error) {
+	c := &q.list
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.notifying || !c.valid {
+		// The first call starts the watch (and notifyLoop).
+		if err := q.refreshLocked(); err != nil {
+			return 0, false, err
+		}
+		if !c.notifying || !c.valid {
+			return 0, false, nil
+		}
+	}
+	// No refresh needed: an event not yet applied will be, by notifyLoop,
+	// which then calls Notify - after this call, so the caller wakes.
+	at := c.idx.earliest()
+	if at <= nowMs {
+		return at, false, nil
+	}
+	if !c.armed {
+		c.armed = true
+		select {
+		case c.arm <- struct{}{}:
+		default: // the loop has a wake-up pending already
+		}
+	}
+	return at, true, nil
+}
+
+// notifyLocked calls Options.Notify if a Quiet answer is outstanding, and
+// disarms. The caller holds q.list.mu.
+func (q *Queue) notifyLocked() {
+	if q.list.armed {
+		q.list.armed = false
+		q.opts.Notify()
+	}
+}
+
 // Len returns the number of messages in the index.
 func (q *Queue) Len() (int, error) {
 	c := &q.list
@@ -851,6 +934,11 @@ func (q *Queue) refreshLocked() (err error) {
 		if w, ok := vfs.WatchDir(q.fsys, q.dir); ok {
 			c.watch = w
 			c.valid = false
+			if ww, ok := w.(vfs.WaitableWatch); ok && q.opts.Notify != nil {
+				c.notifying = true
+				c.arm, c.done = make(chan struct{}, 1), make(chan struct{})
+				go q.notifyLoop(ww, c.arm, c.done)
+			}
 		}
 	}
 	if c.watch != nil {
@@ -863,6 +951,8 @@ func (q *Queue) refreshLocked() (err error) {
 			if err != nil {
 				q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
 			}
+			// Events were lost: whatever the listing finds may be new.
+			defer q.notifyLocked()
 		}
 		if err := q.relistLocked(time.Now(), time.Time{}); err != nil {
 			return err
@@ -902,6 +992,7 @@ func (q *Queue) invalidateLocked() {
 func (q *Queue) relistLocked(t0, mtime time.Time) error {
 	c := &q.list
 	c.idx, c.valid, c.side = nil, false, nil
+	clear(c.own) // their events may be gone with the old index's
 	var b builder
 	side := map[string]struct{}{}
 	err := vfs.ScanDir(q.fsys, q.dir, func(file []byte) error {
@@ -955,9 +1046,16 @@ func (q *Queue) sideFiles() ([]string, error) {
 	return names, err
 }
 
-// applyEvents applies watched changes to the index.
+// applyEvents applies watched changes to the index, and calls
+// Options.Notify if they add messages this Queue did not add.
 func (q *Queue) applyEvents(events []vfs.DirEvent) {
 	x := q.list.idx
+	foreign := false
+	defer func() {
+		if foreign {
+			q.notifyLocked()
+		}
+	}()
 	for _, ev := range events {
 		if ev.Changed {
 			continue // not reported by a watch of names; no entry changes
@@ -979,11 +1077,85 @@ func (q *Queue) applyEvents(events []vfs.DirEvent) {
 			continue
 		}
 		if ev.Added {
-			x.insert(e)
+			_, mine := q.list.own[ev.Name]
+			delete(q.list.own, ev.Name)
+			if x.insert(e) && !mine {
+				foreign = true
+			}
 			continue
 		}
 		x.remove(e)
 		q.msgs.drop(e)
+	}
+}
+
+// markOwn records that this Queue is about to add file (see listCache.own);
+// unmarkOwn takes it back when the add failed.
+func (q *Queue) markOwn(file string) {
+	c := &q.list
+	c.mu.Lock()
+	if c.notifying {
+		if c.own == nil {
+			c.own = map[string]struct{}{}
+		}
+		c.own[file] = struct{}{}
+	}
+	c.mu.Unlock()
+}
+
+func (q *Queue) unmarkOwn(file string) {
+	c := &q.list
+	c.mu.Lock()
+	delete(c.own, file)
+	c.mu.Unlock()
+}
+
+// notifyLoop runs while the directory watch w is open: armed (a Quiet
+// answer outstanding), it waits until the kernel queues events on the
+// watch and brings the index up to date, which calls Options.Notify if
+// another process added a message (applyEvents) and disarms; disarmed, it
+// waits to be armed, so that a busy queue, whose consumers find messages
+// and never ask, costs it nothing. An invalid index is left to the next
+// consumer to re-list, but Notify is called: something changed that the
+// index cannot tell.
+func (q *Queue) notifyLoop(w vfs.WaitableWatch, arm, done <-chan struct{}) {
+	c := &q.list
+	defer func() {
+		// The watch failed or was closed: nothing reports additions now.
+		c.mu.Lock()
+		if c.watch == w {
+			c.notifying = false
+		}
+		c.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-arm:
+		case <-done:
+			return
+		}
+		for {
+			if w.Wait() != nil {
+				return
+			}
+			c.mu.Lock()
+			if c.watch != w {
+				c.mu.Unlock()
+				return
+			}
+			if c.valid {
+				if err := q.refreshLocked(); err != nil {
+					q.log.Warn("fsqueue: bringing the index up to date", "dir", q.dir, "err", err)
+				}
+			} else {
+				q.notifyLocked()
+			}
+			armed := c.armed
+			c.mu.Unlock()
+			if !armed {
+				break
+			}
+		}
 	}
 }
 
@@ -995,6 +1167,11 @@ func (q *Queue) Close() error {
 		err = q.list.watch.Close()
 		q.list.watch = nil
 	}
+	if q.list.done != nil {
+		close(q.list.done)
+		q.list.done = nil
+	}
+	q.list.notifying, q.list.armed = false, false
 	q.list.mu.Unlock()
 	q.claims.mu.Lock()
 	if q.claims.watch != nil {

@@ -120,8 +120,11 @@
 //     expiry = WorkflowLockTimeout, data.batch). The task carries the
 //     execution (instance with its parent, queue, metadata, state,
 //     LastSequenceID from instance.json - no history is read) and the
-//     events. It long-polls up to PollTimeout: this process's commits wake
-//     it at once, other processes' within durofs's poll interval (10 ms).
+//     events. It long-polls up to PollTimeout: a new event wakes it at once
+//     (this process's commits, and on Linux other processes' through the
+//     queue directory's watch); it looks again every poll interval (10 ms)
+//     while events it could not take are visible, less and less often
+//     (up to four times a second) while none is.
 //   - ExtendWorkflowTask -> the lease's expiry, if its token still holds it.
 //   - CompleteWorkflowTask -> provider.CompleteWorkflowTask, one "gw" record:
 //     takes the flocks of the task's instance, of every instance it creates

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,9 +67,15 @@ type Options struct {
 	// (NFS, SMB, FUSE). flock and O_APPEND lose their guarantees there, so
 	// Open refuses such directories unless this is set.
 	AllowNetworkFS bool
-	// PollInterval is how often a long-polling fetch re-checks the queue for
-	// work enqueued by other processes. Zero means 10 ms. Work enqueued by
-	// this process wakes fetches at once.
+	// PollInterval is how often a long-polling fetch re-checks its queues
+	// while they hold visible messages it could not take (in flight,
+	// locked by another process): work that may become takeable without a
+	// new message. Zero means 10 ms. A new message wakes fetches at once -
+	// this process's own, and on Linux other processes' through the
+	// queues' directory watches - and a fetch whose queues hold nothing
+	// visible looks less and less often, up to four times a second (or
+	// every PollInterval if longer), and when the first delayed message
+	// comes due.
 	PollInterval time.Duration
 	// CheckpointInterval is how often a background checkpoint makes applied
 	// commits durable and trims the write-ahead log (fs_wal.go). Zero means
@@ -134,6 +141,7 @@ type FSProvider struct {
 
 	notifyMu sync.Mutex
 	notifyCh [2]chan struct{} // closed to wake fetches: [wakeOrch], [wakeWork]
+	quietCh  [2]chan struct{} // closed to wake the fetches of quiet queues
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -354,7 +362,8 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	p := &FSProvider{
 		dir: dir, fs: fsys, leaseFS: vfs.NoSync(base), clk: clk, log: log, owner: owner,
 		durability: opts.Durability, poll: poll, limits: opts.Limits.withDefaults(), tmpDir: filepath.Join(dir, "tmp"),
-		notifyCh: [2]chan struct{}{make(chan struct{}), make(chan struct{})}, stop: make(chan struct{}),
+		notifyCh: [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+		quietCh:  [2]chan struct{}{make(chan struct{}), make(chan struct{})}, stop: make(chan struct{}),
 	}
 	// Leases are volatile (never synced): written in place, they cost no
 	// file creation per fetch and release (lease package, "Writing in place").
@@ -362,16 +371,24 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 	return p
 }
 
+// queueOptions are the options of every queue whose consumers are the
+// fetches of side w. Claims are leases: never synced (a power loss may
+// leave one unreadable, which counts as no claim); a work ack's commit
+// point is the log. A message another process adds wakes this process's
+// fetches of side w that wait on quiet queues at once (notifyQuiet; the
+// poll interval is the fallback where directories cannot be watched).
+func (p *FSProvider) queueOptions(w wake) fsqueue.Options {
+	return fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true,
+		Notify: func() { p.notifyQuiet(w) }}
+}
+
 // openQueues opens the orchestrator and worker queues.
 func (p *FSProvider) openQueues() error {
 	var err error
-	// Claims are leases: never synced (a power loss may leave one unreadable,
-	// which counts as no claim). A work ack's commit point is the log.
-	qopts := fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true}
-	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", orchQueueName), qopts); err != nil {
+	if p.orchQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", orchQueueName), p.queueOptions(wakeOrch)); err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
-	if p.workQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "worker"), qopts); err != nil {
+	if p.workQ, err = fsqueue.Open(p.fs, filepath.Join(p.dir, "queues", "worker"), p.queueOptions(wakeWork)); err != nil {
 		_ = p.orchQ.Close()
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}
@@ -595,10 +612,9 @@ func wakeFor(qs []queueRef) wake {
 	return w
 }
 
-// notify wakes this process's long-polling fetches of the sides in w (a
-// fetch of the other side would find nothing new: waking it costs a pass
-// over its queue and a runnable goroutine). Work of other processes is
-// seen every poll interval.
+// notify wakes this process's long-polling fetches of the sides in w, for
+// a change of this process (a fetch of the other side would find nothing
+// new: waking it costs a pass over its queue and a runnable goroutine).
 func (p *FSProvider) notify(w wake) {
 	p.notifyMu.Lock()
 	for i := range p.notifyCh {
@@ -610,39 +626,66 @@ func (p *FSProvider) notify(w wake) {
 	p.notifyMu.Unlock()
 }
 
-// notifyChan returns the channel that the next notify of side w (wakeOrch
-// or wakeWork) closes.
-func (p *FSProvider) notifyChan(w wake) <-chan struct{} {
+// notifyQuiet wakes the fetches of side w that wait on quiet queues (see
+// idleWait), for a message another process added (the queues' watches
+// call it: queueOptions). A fetch whose queues hold visible messages it
+// could not take does not listen: it looks again within the poll
+// interval anyway, and waking every such fetch of every process for each
+// message would only make them collide.
+func (p *FSProvider) notifyQuiet(w wake) {
+	p.notifyMu.Lock()
+	for i := range p.quietCh {
+		if w&(1<<i) != 0 {
+			close(p.quietCh[i])
+			p.quietCh[i] = make(chan struct{})
+		}
+	}
+	p.notifyMu.Unlock()
+}
+
+// wakeup is what a fetch of one side waits on: the next notify (own) and
+// the next notifyQuiet (other).
+type wakeup struct{ own, other <-chan struct{} }
+
+// wakeupFor returns the channels that the next notify and notifyQuiet of
+// side w (wakeOrch or wakeWork) close. A fetch takes them before its pass,
+// so that a change after the pass wakes it.
+func (p *FSProvider) wakeupFor(w wake) wakeup {
+	i := 0
+	if w == wakeWork {
+		i = 1
+	}
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
-	if w == wakeWork {
-		return p.notifyCh[1]
-	}
-	return p.notifyCh[0]
+	return wakeup{p.notifyCh[i], p.quietCh[i]}
 }
 
 // testHookWaitForWork, when set (by tests only), runs when a long-polling
-// fetch starts waiting for work.
-var testHookWaitForWork func()
+// fetch starts waiting for work, with how long it will wait at most.
+var testHookWaitForWork func(wait time.Duration)
 
-// waitForWork blocks until this process enqueues something, the poll
-// interval passes (other processes' work), the deadline passes, or ctx ends.
-// It returns false when the caller should stop polling.
-func (p *FSProvider) waitForWork(ctx context.Context, ch <-chan struct{}, deadline time.Time) bool {
+// waitForWork blocks until this process's notify of the fetch's side, or
+// with quiet (see idleWait) other processes' messages (notifyQuiet), or
+// until wait passes, the deadline passes, or ctx ends. It returns false
+// when the caller should stop polling.
+func (p *FSProvider) waitForWork(ctx context.Context, wk wakeup, deadline time.Time, wait time.Duration, quiet bool) bool {
 	left := time.Until(deadline)
 	if left <= 0 {
 		return false
 	}
-	if left > p.poll {
-		left = p.poll
-	}
+	left = min(left, wait)
 	t := time.NewTimer(left)
 	defer t.Stop()
 	if testHookWaitForWork != nil {
-		testHookWaitForWork()
+		testHookWaitForWork(left)
+	}
+	other := wk.other
+	if !quiet {
+		other = nil // never ready
 	}
 	select {
-	case <-ch:
+	case <-wk.own:
+	case <-other:
 	case <-t.C:
 	case <-ctx.Done():
 		return false
@@ -650,4 +693,39 @@ func (p *FSProvider) waitForWork(ctx context.Context, ch <-chan struct{}, deadli
 		return false
 	}
 	return time.Now().Before(deadline)
+}
+
+// maxIdlePoll bounds how long a fetch whose queues are quiet waits between
+// passes (idleWait), unless the poll interval is longer.
+const maxIdlePoll = 250 * time.Millisecond
+
+// idleWait is how long a fetch that found nothing in qs waits before its
+// next pass (unless woken), prev being its previous wait (0 before the
+// first), and whether the queues are quiet. While any message of qs is
+// visible - in flight under a claim, its instance locked by another
+// process, held back by a session: it may become takeable without any new
+// message - or while a queue has no watch, the fetch polls every poll
+// interval, as it always did, and other processes' new messages do not
+// wake it. When every queue is quiet (fsqueue.Queue.Quiet: nothing
+// visible, and other processes' additions are reported at once), nothing
+// can become takeable but by a new message, which wakes the fetch
+// (notifyQuiet), or by a delayed one coming due: the wait doubles with
+// each empty pass, up to maxIdlePoll, and never past the moment the
+// earliest delayed message becomes visible. An idle worker process looks
+// a few times a second instead of a hundred times per fetch.
+func (p *FSProvider) idleWait(prev time.Duration, qs ...*fsqueue.Queue) (time.Duration, bool) {
+	now := p.nowMs()
+	until := int64(math.MaxInt64)
+	for _, q := range qs {
+		u, quiet, err := q.Quiet(now)
+		if err != nil || !quiet {
+			return p.poll, false
+		}
+		until = min(until, u)
+	}
+	w := min(max(2*prev, p.poll), max(maxIdlePoll, p.poll))
+	if until != math.MaxInt64 {
+		w = min(w, time.Duration(until-now)*time.Millisecond)
+	}
+	return w, true
 }

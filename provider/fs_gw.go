@@ -396,7 +396,11 @@ func (p *FSProvider) gwQueue(dir string) (*fsqueue.Queue, error) {
 	if err := p.mkdirDurable(path); err != nil {
 		return nil, err
 	}
-	q, err := fsqueue.Open(p.fs, path, fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true})
+	side := wakeOrch
+	if _, activity, _ := gwQueueName(dir); activity {
+		side = wakeWork
+	}
+	q, err := fsqueue.Open(p.fs, path, p.queueOptions(side))
 	if err != nil {
 		return nil, err
 	}

@@ -83,8 +83,9 @@ func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string,
 		}
 		qs[i] = q
 	}
+	var wait time.Duration
 	for {
-		ch := p.notifyChan(wakeWork)
+		wk := p.wakeupFor(wakeWork)
 		for i, q := range qs {
 			if ctx.Err() != nil {
 				return nil, nil
@@ -106,7 +107,9 @@ func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string,
 				Payload:  m.Payload, Attempt: c.Claim.Attempt,
 			}, nil
 		}
-		if !p.waitForWork(ctx, ch, deadline) {
+		var quiet bool
+		wait, quiet = p.idleWait(wait, qs...)
+		if !p.waitForWork(ctx, wk, deadline, wait, quiet) {
 			return nil, nil
 		}
 	}

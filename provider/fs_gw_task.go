@@ -414,13 +414,24 @@ func (p *FSProvider) WorkflowHistory(ctx context.Context, ref WorkflowRef, after
 // ends); (nil, nil) means no task.
 func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor, pollTimeout time.Duration) (*WorkflowTask, error) {
 	deadline := time.Now().Add(pollTimeout)
+	qs := make([]*fsqueue.Queue, len(queues))
+	for i, qn := range queues {
+		q, err := p.gwQueue(gwWorkflowQueue(qn))
+		if err != nil {
+			return nil, err
+		}
+		qs[i] = q
+	}
+	var wait time.Duration
 	for {
-		ch := p.notifyChan(wakeOrch)
+		wk := p.wakeupFor(wakeOrch)
 		t, err := p.tryFetchWorkflowTask(ctx, queues, worker, lockFor)
 		if t != nil || err != nil {
 			return t, err
 		}
-		if !p.waitForWork(ctx, ch, deadline) {
+		var quiet bool
+		wait, quiet = p.idleWait(wait, qs...)
+		if !p.waitForWork(ctx, wk, deadline, wait, quiet) {
 			return nil, nil
 		}
 	}

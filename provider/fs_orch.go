@@ -140,20 +140,23 @@ func (p *FSProvider) EnqueueForOrchestrator(ctx context.Context, item WorkItem, 
 }
 
 // FetchOrchestrationItem implements Provider. It long-polls: with no work it
-// waits up to pollTimeout, waking at once for work enqueued by this process
-// and every PollInterval for work of other processes.
+// waits up to pollTimeout, waking at once for a new message and looking
+// again as Options.PollInterval says.
 func (p *FSProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, pollTimeout time.Duration, filter *DispatcherCapabilityFilter) (*LockedOrchestrationItem, error) {
 	if filter != nil && len(filter.SupportedDuroxideVersions) == 0 {
 		return nil, nil
 	}
 	deadline := time.Now().Add(pollTimeout)
+	var wait time.Duration
 	for {
-		ch := p.notifyChan(wakeOrch)
+		wk := p.wakeupFor(wakeOrch)
 		item, err := p.tryFetchOrchestration(ctx, lockTimeout, filter)
 		if item != nil || err != nil {
 			return item, err
 		}
-		if !p.waitForWork(ctx, ch, deadline) {
+		var quiet bool
+		wait, quiet = p.idleWait(wait, p.orchQ)
+		if !p.waitForWork(ctx, wk, deadline, wait, quiet) {
 			return nil, nil
 		}
 	}

@@ -89,13 +89,16 @@ func (p *FSProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout
 		return nil, nil
 	}
 	deadline := time.Now().Add(pollTimeout)
+	var wait time.Duration
 	for {
-		ch := p.notifyChan(wakeWork)
+		wk := p.wakeupFor(wakeWork)
 		item, err := p.tryFetchWork(ctx, lockTimeout, session, tagFilter)
 		if item != nil || err != nil {
 			return item, err
 		}
-		if !p.waitForWork(ctx, ch, deadline) {
+		var quiet bool
+		wait, quiet = p.idleWait(wait, p.workQ)
+		if !p.waitForWork(ctx, wk, deadline, wait, quiet) {
 			return nil, nil
 		}
 	}

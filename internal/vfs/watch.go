@@ -22,6 +22,17 @@ type DirWatch interface {
 	Close() error
 }
 
+// WaitableWatch is a DirWatch that can block until it has events to drain
+// (the inotify watch of [OS] on Linux: the wait parks a goroutine in the Go
+// runtime's poller, no thread).
+type WaitableWatch interface {
+	DirWatch
+	// Wait blocks until events were queued since the last Wait returned (the
+	// next Drain may find them, or find that another caller drained them
+	// first), and fails once the watch is closed. One caller at a time.
+	Wait() error
+}
+
 // Watcher is implemented by file systems that can watch a directory (the
 // OS on Linux, through inotify). Callers fall back to polling when the FS
 // does not implement it or WatchDir fails.

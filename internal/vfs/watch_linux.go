@@ -6,17 +6,23 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // inotifyWatch watches one directory with a non-blocking inotify instance.
-// No goroutine: Drain reads what the kernel queued since the last call.
+// No goroutine: Drain reads what the kernel queued since the last call. The
+// descriptor is registered with the Go runtime's poller (through f), so that
+// Wait can park until the kernel queues an event.
 type inotifyWatch struct {
 	mu  sync.Mutex
-	fd  int
+	fd  int // -1 once closed
+	f   *os.File
+	raw syscall.RawConn
 	buf []byte
 }
 
@@ -35,7 +41,34 @@ func watchDir(dir string, contents bool) (DirWatch, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("vfs: inotify_add_watch %s: %w", dir, err)
 	}
-	return &inotifyWatch{fd: fd, buf: make([]byte, 64<<10)}, nil
+	// A non-blocking descriptor given to os.NewFile joins the runtime's
+	// poller (edge-triggered: each event the kernel queues is one edge).
+	f := os.NewFile(uintptr(fd), "inotify:"+dir)
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("vfs: inotify %s: %w", dir, err)
+	}
+	return &inotifyWatch{fd: fd, f: f, raw: raw, buf: make([]byte, 64<<10)}, nil
+}
+
+// Wait parks until the poller reports the descriptor readable: at once if
+// an event was queued since the last Wait returned, else at the next one.
+// It reads nothing (Drain does), so a Wait that finds the events already
+// drained by someone else returns anyway: the caller's Drain finds none.
+func (w *inotifyWatch) Wait() error {
+	waited := false
+	err := w.raw.Read(func(uintptr) bool {
+		if waited {
+			return true
+		}
+		waited = true
+		return false // wait for readability, then be called again
+	})
+	if err != nil {
+		return fmt.Errorf("vfs: wait on inotify: %w", err)
+	}
+	return nil
 }
 
 func (w *inotifyWatch) Drain() ([]DirEvent, bool, error) {
@@ -87,7 +120,6 @@ func (w *inotifyWatch) Close() error {
 	if w.fd < 0 {
 		return nil
 	}
-	err := unix.Close(w.fd)
 	w.fd = -1
-	return err
+	return w.f.Close() // also wakes a Wait, which then fails
 }
