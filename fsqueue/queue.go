@@ -1145,7 +1145,10 @@ func (q *Queue) notifyLoop(w vfs.WaitableWatch, arm, done <-chan struct{}) {
 			}
 			if c.valid {
 				if err := q.refreshLocked(); err != nil {
+					// Events may be left undrained (Wait would return at
+					// once): tell the consumers, who re-list, and disarm.
 					q.log.Warn("fsqueue: bringing the index up to date", "dir", q.dir, "err", err)
+					q.notifyLocked()
 				}
 			} else {
 				q.notifyLocked()

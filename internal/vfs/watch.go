@@ -27,9 +27,9 @@ type DirWatch interface {
 // runtime's poller, no thread).
 type WaitableWatch interface {
 	DirWatch
-	// Wait blocks until events were queued since the last Wait returned (the
-	// next Drain may find them, or find that another caller drained them
-	// first), and fails once the watch is closed. One caller at a time.
+	// Wait blocks until events are queued - at once while some are not
+	// drained (the next Drain may find them, or find that another caller
+	// drained them first) - and fails once the watch is closed.
 	Wait() error
 }
 

@@ -52,19 +52,23 @@ func watchDir(dir string, contents bool) (DirWatch, error) {
 	return &inotifyWatch{fd: fd, f: f, raw: raw, buf: make([]byte, 64<<10)}, nil
 }
 
-// Wait parks until the poller reports the descriptor readable: at once if
-// an event was queued since the last Wait returned, else at the next one.
-// It reads nothing (Drain does), so a Wait that finds the events already
-// drained by someone else returns anyway: the caller's Drain finds none.
+// Wait returns at once if events are queued (FIONREAD, TIOCINQ in x/sys:
+// bytes to read), else parks until the poller reports the descriptor
+// readable. It reads nothing (Drain does). The check comes after the
+// runtime reset the descriptor's readiness (RawConn.Read), so an event
+// queued before it is seen by the check and one queued after it by the
+// poller: none is missed. A Wait woken for events someone else drained
+// first returns anyway: the caller's Drain finds none.
 func (w *inotifyWatch) Wait() error {
-	waited := false
-	err := w.raw.Read(func(uintptr) bool {
-		if waited {
-			return true
-		}
-		waited = true
-		return false // wait for readability, then be called again
+	var ierr error
+	err := w.raw.Read(func(fd uintptr) bool {
+		var n int
+		n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ)
+		return ierr != nil || n > 0 // false: park until readable, then check again
 	})
+	if err == nil {
+		err = ierr
+	}
 	if err != nil {
 		return fmt.Errorf("vfs: wait on inotify: %w", err)
 	}

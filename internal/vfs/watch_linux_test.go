@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// TestWatchWaitWakesOnEventsAndClose: Wait returns when an event is queued
-// (and the next Drain has it), and fails once the watch is closed while it
-// waits - so that a goroutine waiting on a queue's watch ends with it.
+// TestWatchWaitWakesOnEventsAndClose: Wait returns while events are queued
+// - also one queued before Wait was called - and parks until the next one
+// after they are drained; it fails once the watch is closed while it waits,
+// so that a goroutine waiting on a queue's watch ends with it.
 func TestWatchWaitWakesOnEventsAndClose(t *testing.T) {
 	dir := t.TempDir()
 	w, err := OS{}.WatchDir(dir, false)
@@ -28,32 +29,39 @@ func TestWatchWaitWakesOnEventsAndClose(t *testing.T) {
 		return done
 	}
 	const bound = time.Minute // a failure bound, not a timing
-	done := wait()
-	if err := os.WriteFile(filepath.Join(dir, "a"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Wait = %v after an event", err)
+	expect := func(what string, done <-chan error, wantErr bool) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if (err != nil) != wantErr {
+				t.Fatalf("Wait = %v %s", err, what)
+			}
+		case <-time.After(bound):
+			t.Fatalf("Wait did not return %s", what)
 		}
-	case <-time.After(bound):
-		t.Fatal("Wait did not return after an event")
 	}
-	evs, overflow, err := w.Drain()
-	if err != nil || overflow || len(evs) != 1 || evs[0] != (DirEvent{Name: "a", Added: true}) {
-		t.Fatalf("Drain = %v, %v, %v; want the creation of a", evs, overflow, err)
+	create := func(name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	drain := func(name string) {
+		t.Helper()
+		evs, overflow, err := w.Drain()
+		if err != nil || overflow || len(evs) != 1 || evs[0] != (DirEvent{Name: name, Added: true}) {
+			t.Fatalf("Drain = %v, %v, %v; want the creation of %s", evs, overflow, err, name)
+		}
+	}
+	create("a") // before any Wait
+	expect("with an event queued before it", wait(), false)
+	drain("a")
+	done := wait()
+	create("b") // while (or before) it waits
+	expect("after an event", done, false)
+	drain("b")
 	done = wait()
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("Wait = nil after Close, want an error")
-		}
-	case <-time.After(bound):
-		t.Fatal("Wait did not return after Close")
-	}
+	expect("after Close", done, true)
 }
