@@ -855,17 +855,29 @@ func (q *Queue) ListRoute(value string) ([]Entry, error) {
 }
 
 // Quiet reports whether a consumer that found nothing to take may sleep
-// until a message is added (Options.Notify tells it) or untilMs (ms since
-// the epoch), the moment the earliest queued message becomes visible
-// (math.MaxInt64 for an empty queue): quiet is true when no message is
-// visible at nowMs - none is in flight under a claim, locked, or otherwise
-// takeable without a change - and a watch reports every other process's
-// additions. Without a watch (other systems, or inotify instances used up)
-// it is never quiet: another process's message is seen only by looking.
-// An addition that the index has not applied yet when Quiet answers calls
-// Notify when it is applied, so a consumer that arms its wake-up before
-// its pass and calls Quiet after it misses nothing.
+// until a message is added or untilMs (ms since the epoch), the moment the
+// earliest queued message becomes visible (math.MaxInt64 for an empty
+// queue): quiet is true when no message is visible at nowMs - none is in
+// flight under a claim, locked, or otherwise takeable without a change -
+// and a watch reports every other process's additions. Without a watch
+// (other systems, or inotify instances used up) it is never quiet:
+// another process's message is seen only by looking. Quiet only tells;
+// [Queue.ArmQuiet] also asks for Options.Notify.
 func (q *Queue) Quiet(nowMs int64) (untilMs int64, quiet bool, err error) {
+	return q.quiet(nowMs, false)
+}
+
+// ArmQuiet is [Queue.Quiet], and when quiet it also arms Options.Notify for
+// the next message another process adds. An addition that the index has
+// not applied yet when ArmQuiet answers calls Notify when it is applied,
+// so a consumer that arms its wake-up before its pass and calls ArmQuiet
+// after it misses nothing. A goroutine waits on the directory watch only
+// while armed: a consumer that polls anyway should call Quiet.
+func (q *Queue) ArmQuiet(nowMs int64) (untilMs int64, quiet bool, err error) {
+	return q.quiet(nowMs, true)
+}
+
+func (q *Queue) quiet(nowMs int64, arm bool) (untilMs int64, quiet bool, err error) {
 	c := &q.list
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -884,7 +896,7 @@ func (q *Queue) Quiet(nowMs int64) (untilMs int64, quiet bool, err error) {
 	if at <= nowMs {
 		return at, false, nil
 	}
-	if !c.armed {
+	if arm && !c.armed {
 		c.armed = true
 		select {
 		case c.arm <- struct{}{}:

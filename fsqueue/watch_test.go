@@ -102,8 +102,8 @@ func TestNotifyTellsOfOtherQueuesAdds(t *testing.T) {
 			t.Cleanup(func() { other.Close() })
 			// The first call starts the watch; an empty queue is quiet, and
 			// the answer asks for the next foreign addition.
-			if _, quiet, err := q.Quiet(time.Now().UnixMilli()); err != nil || !quiet {
-				t.Fatalf("Quiet on an empty queue = %v, %v", quiet, err)
+			if _, quiet, err := q.ArmQuiet(time.Now().UnixMilli()); err != nil || !quiet {
+				t.Fatalf("ArmQuiet on an empty queue = %v, %v", quiet, err)
 			}
 			if tc.own != nil {
 				tc.own(t, q)
@@ -132,10 +132,12 @@ func TestNotifyTellsOfOtherQueuesAdds(t *testing.T) {
 	}
 }
 
-// TestNotifyOnlyAfterQuiet: Options.Notify is an answer to a Quiet that
-// found nothing visible; a queue whose consumer did not ask, or was told
-// a message is visible, is not notified of additions (a busy queue's
-// consumers find them by looking).
+// TestNotifyOnlyAfterQuiet (mutation that fails it: Quiet arming like
+// ArmQuiet): Options.Notify is an answer to an ArmQuiet
+// that found nothing visible; a queue whose consumer did not ask (or only
+// asked Quiet, which arms nothing), or was told a message is visible, is
+// not notified of additions (a busy queue's consumers find them by
+// looking).
 func TestNotifyOnlyAfterQuiet(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("no directory watch")
@@ -160,12 +162,16 @@ func TestNotifyOnlyAfterQuiet(t *testing.T) {
 	if _, err := q.List(); err != nil { // starts the watch; nobody asked
 		t.Fatal(err)
 	}
+	// Quiet tells, and asks for nothing.
+	if _, quiet, err := q.Quiet(time.Now().UnixMilli()); err != nil || !quiet {
+		t.Fatalf("Quiet on an empty queue = %v, %v", quiet, err)
+	}
 	add()
 	if l, err := q.List(); err != nil || len(l) != 1 {
 		t.Fatalf("List = %v, %v", l, err)
 	}
-	if _, quiet, err := q.Quiet(time.Now().UnixMilli()); err != nil || quiet {
-		t.Fatalf("Quiet with a visible message = %v, %v", quiet, err)
+	if _, quiet, err := q.ArmQuiet(time.Now().UnixMilli()); err != nil || quiet {
+		t.Fatalf("ArmQuiet with a visible message = %v, %v", quiet, err)
 	}
 	add()
 	if l, err := q.List(); err != nil || len(l) != 2 {

@@ -123,8 +123,9 @@
 //     events. It long-polls up to PollTimeout: a new event wakes it at once
 //     (this process's commits, and on Linux other processes' through the
 //     queue directory's watch); it looks again every poll interval (10 ms)
-//     while events it could not take are visible, less and less often
-//     (up to four times a second) while none is.
+//     while events it could not take are visible and for a second after
+//     the last one went, then less and less often (down to four times a
+//     second) while none is.
 //   - ExtendWorkflowTask -> the lease's expiry, if its token still holds it.
 //   - CompleteWorkflowTask -> provider.CompleteWorkflowTask, one "gw" record:
 //     takes the flocks of the task's instance, of every instance it creates

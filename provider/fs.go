@@ -142,6 +142,10 @@ type FSProvider struct {
 	notifyMu sync.Mutex
 	notifyCh [2]chan struct{} // closed to wake fetches: [wakeOrch], [wakeWork]
 	quietCh  [2]chan struct{} // closed to wake the fetches of quiet queues
+	// quietSince maps a queue to when this process's fetches started to
+	// find it quiet, pass after pass (idleWait); absent: not quiet at the
+	// last look, or work was taken from it since.
+	quietSince map[*fsqueue.Queue]int64
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -699,6 +703,13 @@ func (p *FSProvider) waitForWork(ctx context.Context, wk wakeup, deadline time.T
 // passes (idleWait), unless the poll interval is longer.
 const maxIdlePoll = 250 * time.Millisecond
 
+// quietBeforeBackoff is how long a queue must have been quiet, pass after
+// pass with no work taken from it, before its fetches back off (idleWait):
+// a busy queue that runs dry for a moment - every item of a fan-out
+// claimed, a chain between two steps - is polled as before, and only one
+// that stays idle is looked at less often.
+const quietBeforeBackoff = time.Second
+
 // idleWait is how long a fetch that found nothing in qs waits before its
 // next pass (unless woken), prev being its previous wait (0 before the
 // first), and whether the queues are quiet. While any message of qs is
@@ -709,23 +720,77 @@ const maxIdlePoll = 250 * time.Millisecond
 // wake it. When every queue is quiet (fsqueue.Queue.Quiet: nothing
 // visible, and other processes' additions are reported at once), nothing
 // can become takeable but by a new message, which wakes the fetch
-// (notifyQuiet), or by a delayed one coming due: the wait doubles with
+// (notifyQuiet), or by a delayed one coming due. Once they have been quiet
+// for quietBeforeBackoff (by the provider's clock) the wait doubles with
 // each empty pass, up to maxIdlePoll, and never past the moment the
 // earliest delayed message becomes visible. An idle worker process looks
-// a few times a second instead of a hundred times per fetch.
+// a few times a second instead of a hundred times per fetch. A fetch
+// listens to other processes' messages (quiet) only while it backs off, or
+// when its poll interval is longer than maxIdlePoll: waking every fetch of
+// every process for each message, under load, only makes them collide.
 func (p *FSProvider) idleWait(prev time.Duration, qs ...*fsqueue.Queue) (time.Duration, bool) {
 	now := p.nowMs()
+	for _, q := range qs {
+		_, quiet, err := q.Quiet(now)
+		if err != nil || !quiet {
+			p.busyAgain(qs...)
+			return p.poll, false
+		}
+	}
+	backoff := now-p.quietStart(now, qs) >= quietBeforeBackoff.Milliseconds()
+	if !backoff && p.poll <= maxIdlePoll {
+		return p.poll, false // not yet backing off, nor listening
+	}
+	// It will listen: arm the queues' watches, checking again (a message
+	// added since the look above is seen here, or notified).
 	until := int64(math.MaxInt64)
 	for _, q := range qs {
-		u, quiet, err := q.Quiet(now)
+		u, quiet, err := q.ArmQuiet(now)
 		if err != nil || !quiet {
 			return p.poll, false
 		}
 		until = min(until, u)
+	}
+	if !backoff {
+		// A poll interval longer than maxIdlePoll is a choice to look
+		// rarely: such a fetch listens at once, or another process's
+		// message would wait that long.
+		return p.poll, true
 	}
 	w := min(max(2*prev, p.poll), max(maxIdlePoll, p.poll))
 	if until != math.MaxInt64 {
 		w = min(w, time.Duration(until-now)*time.Millisecond)
 	}
 	return w, true
+}
+
+// quietStart records that qs were all quiet at now and returns since when
+// they all have been (the latest of their starts).
+func (p *FSProvider) quietStart(now int64, qs []*fsqueue.Queue) int64 {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	if p.quietSince == nil {
+		p.quietSince = map[*fsqueue.Queue]int64{}
+	}
+	since := int64(math.MinInt64)
+	for _, q := range qs {
+		t, ok := p.quietSince[q]
+		if !ok {
+			t = now
+			p.quietSince[q] = t
+		}
+		since = max(since, t)
+	}
+	return since
+}
+
+// busyAgain records that qs were not quiet, or that a fetch took work
+// from them: their fetches poll at the poll interval until they have been
+// quiet for quietBeforeBackoff again.
+func (p *FSProvider) busyAgain(qs ...*fsqueue.Queue) {
+	p.notifyMu.Lock()
+	for _, q := range qs {
+		delete(p.quietSince, q)
+	}
+	p.notifyMu.Unlock()
 }

@@ -100,6 +100,7 @@ func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string,
 			if c == nil {
 				continue
 			}
+			p.busyAgain(qs...)
 			m := c.Message
 			return &WorkflowActivityTask{
 				Token: gwActToken(gwActivityQueue(queues[i]), c.Claim.Token), Queue: queues[i], EventID: m.Attrs[attrEventID],

@@ -426,6 +426,9 @@ func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, wor
 	for {
 		wk := p.wakeupFor(wakeOrch)
 		t, err := p.tryFetchWorkflowTask(ctx, queues, worker, lockFor)
+		if t != nil {
+			p.busyAgain(qs...)
+		}
 		if t != nil || err != nil {
 			return t, err
 		}

@@ -151,6 +151,9 @@ func (p *FSProvider) FetchOrchestrationItem(ctx context.Context, lockTimeout, po
 	for {
 		wk := p.wakeupFor(wakeOrch)
 		item, err := p.tryFetchOrchestration(ctx, lockTimeout, filter)
+		if item != nil {
+			p.busyAgain(p.orchQ)
+		}
 		if item != nil || err != nil {
 			return item, err
 		}

@@ -93,6 +93,9 @@ func (p *FSProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout
 	for {
 		wk := p.wakeupFor(wakeWork)
 		item, err := p.tryFetchWork(ctx, lockTimeout, session, tagFilter)
+		if item != nil {
+			p.busyAgain(p.workQ)
+		}
 		if item != nil || err != nil {
 			return item, err
 		}

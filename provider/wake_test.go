@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/durofs/durofs/internal/clock"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -156,16 +157,24 @@ func wakeChange(t *testing.T, fetch int, setup, wake func(t *testing.T, p *FSPro
 
 // TestIdleWait: a fetch that found nothing waits the poll interval while
 // its queue holds a visible message (one it could not take may become
-// takeable without a new message), and, while the queue is quiet (nothing
-// visible, and other processes' additions wake the fetch), twice as long
+// takeable without a new message) and for quietBeforeBackoff after its
+// queue became quiet (nothing visible, and other processes' additions wake
+// the fetch) or work was last taken from it; after that, twice as long
 // with each empty pass up to maxIdlePoll - never past the moment the first
 // delayed message comes due, never less than the poll interval otherwise.
 // Without a directory watch (the in-memory FS) it never backs off. Only a
-// fetch on quiet queues listens to other processes' messages (quiet).
+// fetch that backs off, or whose poll interval is longer than maxIdlePoll,
+// listens to other processes' messages (quiet).
+//
+// Mutations that fail it: backing off with a visible message; not capping
+// at a due time; backing off at once (no quietBeforeBackoff); a fetch that
+// takes work not restarting the quiet period (busyAgain removed from
+// FetchOrchestrationItem).
 func TestIdleWait(t *testing.T) {
 	ctx := context.Background()
 	const poll = 10 * time.Millisecond
-	// The waits of successive empty passes, from the first (prev 0).
+	ms := time.Millisecond
+	// The waits of n successive empty passes, from the first (prev 0).
 	passes := func(t *testing.T, p *FSProvider, n int, wantQuiet bool) []time.Duration {
 		var out []time.Duration
 		var w time.Duration
@@ -179,34 +188,45 @@ func TestIdleWait(t *testing.T) {
 		}
 		return out
 	}
-	ms := time.Millisecond
 	for _, tc := range []struct {
 		name  string
 		mem   bool          // on the strict in-memory FS, which cannot watch
 		poll  time.Duration // Options.PollInterval
-		setup func(t *testing.T, p *FSProvider)
-		want  []time.Duration // nil: check with wantMax instead
+		setup func(t *testing.T, p *FSProvider, clk *clock.Manual)
+		want  []time.Duration // after quietBeforeBackoff; nil: check with wantMax instead
 		quiet bool
 		// wantMax: every wait > 0, at most this, and the last ones shorter
 		// than maxIdlePoll (a delayed message due soon).
 		wantMax time.Duration
 	}{
 		{name: "empty queue", poll: poll, want: []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, maxIdlePoll, maxIdlePoll}, quiet: true},
-		{name: "a visible message", poll: poll, setup: func(t *testing.T, p *FSProvider) {
+		{name: "a visible message", poll: poll, setup: func(t *testing.T, p *FSProvider, _ *clock.Manual) {
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
 		}, want: []time.Duration{poll, poll, poll}},
-		{name: "a message in flight", poll: poll, setup: func(t *testing.T, p *FSProvider) {
+		{name: "a message in flight", poll: poll, setup: func(t *testing.T, p *FSProvider, _ *clock.Manual) {
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
 			if it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil); err != nil || it == nil {
 				t.Fatalf("fetch = %+v, %v", it, err)
 			}
 		}, want: []time.Duration{poll, poll, poll}},
-		{name: "a delayed message due in a minute", poll: poll, setup: func(t *testing.T, p *FSProvider) {
+		{name: "a delayed message due in a minute", poll: poll, setup: func(t *testing.T, p *FSProvider, _ *clock.Manual) {
 			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), time.Minute))
 		}, want: []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, maxIdlePoll}, quiet: true},
-		{name: "a delayed message due in 100 ms", poll: poll, setup: func(t *testing.T, p *FSProvider) {
-			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 100*time.Millisecond))
+		{name: "a delayed message due 100 ms after the quiet period", poll: poll, setup: func(t *testing.T, p *FSProvider, _ *clock.Manual) {
+			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), quietBeforeBackoff+100*ms))
 		}, wantMax: 100 * ms},
+		{name: "work taken restarts the quiet period", poll: poll, setup: func(t *testing.T, p *FSProvider, clk *clock.Manual) {
+			passes(t, p, 1, false) // quiet since now
+			clk.Advance(quietBeforeBackoff)
+			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
+			it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+			if err != nil || it == nil {
+				t.Fatalf("fetch = %+v, %v", it, err)
+			}
+			// The ack consumes the message: the queue is quiet again, and
+			// has been since the fetch took work from it.
+			mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started("a")}, nil, nil, md("TestOrch", "1.0.0"), nil))
+		}, want: []time.Duration{10 * ms, 20 * ms, 40 * ms}, quiet: true},
 		{name: "a poll interval longer than maxIdlePoll", poll: time.Hour, want: []time.Duration{time.Hour, time.Hour}, quiet: true},
 		{name: "no directory watch", mem: true, poll: poll, want: []time.Duration{poll, poll, poll}},
 	} {
@@ -214,7 +234,8 @@ func TestIdleWait(t *testing.T) {
 			if !tc.mem && runtime.GOOS != "linux" {
 				t.Skip("directory watches are inotify's")
 			}
-			opts := Options{PollInterval: tc.poll, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
+			clk := clock.NewManual(time.Now())
+			opts := Options{Clock: clk, PollInterval: tc.poll, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
 			dir := t.TempDir()
 			if tc.mem {
 				mem := vfs.NewStrictMem()
@@ -223,8 +244,19 @@ func TestIdleWait(t *testing.T) {
 			}
 			p := openT(t, dir, opts)
 			if tc.setup != nil {
-				tc.setup(t, p)
+				tc.setup(t, p, clk)
 			}
+			// The first pass starts the quiet period; until it is over the
+			// fetch polls, and listens to no other process.
+			listen := tc.poll > maxIdlePoll && tc.quiet // a long poll listens at once
+			if got := passes(t, p, 3, listen); !slices.Equal(got, []time.Duration{tc.poll, tc.poll, tc.poll}) {
+				t.Fatalf("waits within the quiet period %v, want the poll interval", got)
+			}
+			clk.Advance(quietBeforeBackoff - time.Millisecond)
+			if got := passes(t, p, 1, listen); got[0] != tc.poll {
+				t.Fatalf("wait just before the quiet period's end %v, want the poll interval", got)
+			}
+			clk.Advance(time.Millisecond)
 			if tc.want != nil {
 				if got := passes(t, p, len(tc.want), tc.quiet); !slices.Equal(got, tc.want) {
 					t.Fatalf("waits %v, want %v", got, tc.want)

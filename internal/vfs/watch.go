@@ -23,8 +23,8 @@ type DirWatch interface {
 }
 
 // WaitableWatch is a DirWatch that can block until it has events to drain
-// (the inotify watch of [OS] on Linux: the wait parks a goroutine in the Go
-// runtime's poller, no thread).
+// (the inotify watch of [OS] on Linux: the wait blocks its thread in
+// poll(2); an unwatched descriptor costs nothing).
 type WaitableWatch interface {
 	DirWatch
 	// Wait blocks until events are queued - at once while some are not

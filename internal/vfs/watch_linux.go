@@ -6,9 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,14 +14,22 @@ import (
 
 // inotifyWatch watches one directory with a non-blocking inotify instance.
 // No goroutine: Drain reads what the kernel queued since the last call. The
-// descriptor is registered with the Go runtime's poller (through f), so that
-// Wait can park until the kernel queues an event.
+// descriptor is not given to the Go runtime's poller: registered there
+// (edge-triggered), every event the kernel queues - one per file created,
+// renamed or removed in the directory, by any process - would wake the
+// runtime's netpoll whether or not anyone waits. Wait blocks its thread in
+// poll(2) instead, only while a caller waits.
 type inotifyWatch struct {
 	mu  sync.Mutex
 	fd  int // -1 once closed
-	f   *os.File
-	raw syscall.RawConn
 	buf []byte
+	// efd is an eventfd that Close writes to wake the Waits (created by
+	// the first Wait; -1 before). waits counts the Waits in poll(2): Close
+	// closes the descriptors only once they have returned, so that no
+	// poll(2) ever watches a descriptor number reused by another file.
+	efd      int
+	waits    int
+	waitDone *sync.Cond
 }
 
 func watchDir(dir string, contents bool) (DirWatch, error) {
@@ -41,38 +47,60 @@ func watchDir(dir string, contents bool) (DirWatch, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("vfs: inotify_add_watch %s: %w", dir, err)
 	}
-	// A non-blocking descriptor given to os.NewFile joins the runtime's
-	// poller (edge-triggered: each event the kernel queues is one edge).
-	f := os.NewFile(uintptr(fd), "inotify:"+dir)
-	raw, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("vfs: inotify %s: %w", dir, err)
-	}
-	return &inotifyWatch{fd: fd, f: f, raw: raw, buf: make([]byte, 64<<10)}, nil
+	w := &inotifyWatch{fd: fd, efd: -1, buf: make([]byte, 64<<10)}
+	w.waitDone = sync.NewCond(&w.mu)
+	return w, nil
 }
 
-// Wait returns at once if events are queued (FIONREAD, TIOCINQ in x/sys:
-// bytes to read), else parks until the poller reports the descriptor
-// readable. It reads nothing (Drain does). The check comes after the
-// runtime reset the descriptor's readiness (RawConn.Read), so an event
-// queued before it is seen by the check and one queued after it by the
-// poller: none is missed. A Wait woken for events someone else drained
-// first returns anyway: the caller's Drain finds none.
+// errWatchClosed: Wait on a closed watch.
+var errWatchClosed = errors.New("vfs: watch closed")
+
+// Wait returns once events are queued - at once if some are (poll(2) is
+// level-triggered: an event queued before the call is seen, none is
+// missed) - and fails once the watch is closed. It reads nothing (Drain
+// does); a Wait woken for events someone else drained first returns
+// anyway: the caller's Drain finds none. Its goroutine's thread blocks in
+// the system call meanwhile.
 func (w *inotifyWatch) Wait() error {
-	var ierr error
-	err := w.raw.Read(func(fd uintptr) bool {
-		var n int
-		n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ)
-		return ierr != nil || n > 0 // false: park until readable, then check again
-	})
-	if err == nil {
-		err = ierr
+	w.mu.Lock()
+	if w.fd < 0 {
+		w.mu.Unlock()
+		return errWatchClosed
 	}
-	if err != nil {
-		return fmt.Errorf("vfs: wait on inotify: %w", err)
+	if w.efd < 0 {
+		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			w.mu.Unlock()
+			return fmt.Errorf("vfs: wait on inotify: eventfd: %w", err)
+		}
+		w.efd = efd
 	}
-	return nil
+	fd, efd := w.fd, w.efd
+	w.waits++
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.waits--
+		w.waitDone.Broadcast()
+		w.mu.Unlock()
+	}()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		_, err := unix.Poll(fds, -1)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return fmt.Errorf("vfs: wait on inotify: %w", err)
+		case fds[1].Revents != 0:
+			return errWatchClosed
+		case fds[0].Revents&unix.POLLIN != 0:
+			return nil
+		case fds[0].Revents != 0:
+			return fmt.Errorf("vfs: wait on inotify: poll revents %#x", fds[0].Revents)
+		}
+	}
 }
 
 func (w *inotifyWatch) Drain() ([]DirEvent, bool, error) {
@@ -118,12 +146,35 @@ func (w *inotifyWatch) Drain() ([]DirEvent, bool, error) {
 	}
 }
 
+// Close closes the watch. A Wait in progress returns an error: Close wakes
+// it through the eventfd and closes the descriptors once it has returned.
 func (w *inotifyWatch) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fd < 0 {
 		return nil
 	}
+	fd := w.fd
 	w.fd = -1
-	return w.f.Close() // also wakes a Wait, which then fails
+	if w.efd >= 0 {
+		var one [8]byte
+		one[0] = 1 // eventfd counters are host-endian; any nonzero value wakes
+		if w.waits > 0 {
+			if _, err := unix.Write(w.efd, one[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
+				err = fmt.Errorf("vfs: close inotify watch: wake its waits: %w", err)
+				for w.waits > 0 { // cannot wake them: they return on the next event
+					w.waitDone.Wait()
+				}
+				unix.Close(w.efd)
+				unix.Close(fd)
+				return err
+			}
+		}
+		for w.waits > 0 {
+			w.waitDone.Wait()
+		}
+		unix.Close(w.efd)
+		w.efd = -1
+	}
+	return unix.Close(fd)
 }

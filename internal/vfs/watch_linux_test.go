@@ -12,7 +12,9 @@ import (
 // TestWatchWaitWakesOnEventsAndClose: Wait returns while events are queued
 // - also one queued before Wait was called - and parks until the next one
 // after they are drained; it fails once the watch is closed while it waits,
-// so that a goroutine waiting on a queue's watch ends with it.
+// so that a goroutine waiting on a queue's watch ends with it. (Mutations
+// that fail it: Close not waking the waits - it then hangs for the bound;
+// Wait ignoring the inotify descriptor.)
 func TestWatchWaitWakesOnEventsAndClose(t *testing.T) {
 	dir := t.TempDir()
 	w, err := OS{}.WatchDir(dir, false)
@@ -60,8 +62,24 @@ func TestWatchWaitWakesOnEventsAndClose(t *testing.T) {
 	expect("after an event", done, false)
 	drain("b")
 	done = wait()
+	done2 := wait() // two at once: Close wakes both
+	iw := w.(*inotifyWatch)
+	for deadline := time.Now().Add(bound); ; { // both in poll(2), so Close must wake them
+		iw.mu.Lock()
+		n := iw.waits
+		iw.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Waits started, want 2", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	expect("after Close", done, true)
+	expect("after Close (the second)", done2, true)
+	expect("on a closed watch", wait(), true)
 }
