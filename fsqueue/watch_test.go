@@ -84,22 +84,13 @@ func TestNotifyTellsOfOtherQueuesAdds(t *testing.T) {
 			dir := t.TempDir()
 			var calls atomic.Int64
 			called := make(chan struct{}, 1)
-			q, err := Open(vfs.OS{}, dir, Options{IndexAttr: "k", Notify: func() {
+			q, other := notifyPair(t, dir, func() {
 				calls.Add(1)
 				select {
 				case called <- struct{}{}:
 				default:
 				}
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { q.Close() })
-			other, err := Open(vfs.OS{}, dir, Options{IndexAttr: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { other.Close() })
+			})
 			// The first call starts the watch; an empty queue is quiet, and
 			// the answer asks for the next foreign addition.
 			if _, quiet, err := q.ArmQuiet(time.Now().UnixMilli()); err != nil || !quiet {
@@ -144,16 +135,7 @@ func TestNotifyOnlyAfterQuiet(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var calls atomic.Int64
-	q, err := Open(vfs.OS{}, dir, Options{IndexAttr: "k", Notify: func() { calls.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	other, err := Open(vfs.OS{}, dir, Options{IndexAttr: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
+	q, other := notifyPair(t, dir, func() { calls.Add(1) })
 	add := func() {
 		if _, err := other.Enqueue(Message{Attrs: map[string]string{"k": "v"}, Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
@@ -180,4 +162,21 @@ func TestNotifyOnlyAfterQuiet(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("Notify called %d times without a quiet answer outstanding", n)
 	}
+}
+
+// notifyPair opens two Queues on dir, as two processes would: q with
+// Options.Notify set to notify, other without.
+func notifyPair(t *testing.T, dir string, notify func()) (q, other *Queue) {
+	t.Helper()
+	q, err := Open(vfs.OS{}, dir, Options{IndexAttr: "k", Notify: notify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	other, err = Open(vfs.OS{}, dir, Options{IndexAttr: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return q, other
 }
