@@ -751,13 +751,13 @@ func (p *FSProvider) idleWait(prev time.Duration, qs ...*fsqueue.Queue) (time.Du
 		}
 		until = min(until, u)
 	}
-	if !backoff {
-		// A poll interval longer than maxIdlePoll is a choice to look
-		// rarely: such a fetch listens at once, or another process's
-		// message would wait that long.
-		return p.poll, true
+	// Not yet backing off, the poll interval is longer than maxIdlePoll:
+	// a choice to look rarely, so such a fetch listens at once, or another
+	// process's message would wait that long.
+	w := p.poll
+	if backoff {
+		w = min(max(2*prev, p.poll), max(maxIdlePoll, p.poll))
 	}
-	w := min(max(2*prev, p.poll), max(maxIdlePoll, p.poll))
 	if until != math.MaxInt64 {
 		w = min(w, time.Duration(until-now)*time.Millisecond)
 	}

@@ -276,4 +276,17 @@ func TestIdleWait(t *testing.T) {
 			}
 		})
 	}
+
+	// A poll interval longer than maxIdlePoll listens from the first quiet
+	// pass, and its wait too ends when a delayed message comes due.
+	t.Run("a long poll interval and a delayed message due in 100 ms", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("directory watches are inotify's")
+		}
+		p := openT(t, t.TempDir(), Options{Clock: clock.NewManual(time.Now()), PollInterval: time.Hour, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+		mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 100*ms))
+		if w, quiet := p.idleWait(0, p.orchQ); w <= 0 || w > 100*ms || !quiet {
+			t.Fatalf("idleWait = %v, %v; want a wait in (0, 100ms], listening", w, quiet)
+		}
+	})
 }
