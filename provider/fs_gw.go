@@ -411,6 +411,20 @@ func (p *FSProvider) gwQueue(dir string) (*fsqueue.Queue, error) {
 	return q, nil
 }
 
+// gwQueues opens the queues dirOf names for each of go-workflows' queue
+// names (gwWorkflowQueue or gwActivityQueue).
+func (p *FSProvider) gwQueues(names []string, dirOf func(string) string) ([]*fsqueue.Queue, error) {
+	qs := make([]*fsqueue.Queue, len(names))
+	for i, n := range names {
+		q, err := p.gwQueue(dirOf(n))
+		if err != nil {
+			return nil, err
+		}
+		qs[i] = q
+	}
+	return qs, nil
+}
+
 // gwQueueDirs lists the workflow queue directories that exist.
 func (p *FSProvider) gwQueueDirs(activity bool) ([]string, error) {
 	all, err := p.fs.ReadDirNames(filepath.Join(p.dir, "queues"))

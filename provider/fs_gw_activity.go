@@ -75,13 +75,9 @@ func (p *FSProvider) gwActivityMessage(q *fsqueue.Queue, instance, execID, wq st
 // until ctx ends); (nil, nil) means none.
 func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string, worker string, lockFor, pollTimeout time.Duration) (*WorkflowActivityTask, error) {
 	deadline := time.Now().Add(pollTimeout)
-	qs := make([]*fsqueue.Queue, len(queues))
-	for i, name := range queues {
-		q, err := p.gwQueue(gwActivityQueue(name))
-		if err != nil {
-			return nil, err
-		}
-		qs[i] = q
+	qs, err := p.gwQueues(queues, gwActivityQueue)
+	if err != nil {
+		return nil, err
 	}
 	var wait time.Duration
 	for {

@@ -414,13 +414,9 @@ func (p *FSProvider) WorkflowHistory(ctx context.Context, ref WorkflowRef, after
 // ends); (nil, nil) means no task.
 func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor, pollTimeout time.Duration) (*WorkflowTask, error) {
 	deadline := time.Now().Add(pollTimeout)
-	qs := make([]*fsqueue.Queue, len(queues))
-	for i, qn := range queues {
-		q, err := p.gwQueue(gwWorkflowQueue(qn))
-		if err != nil {
-			return nil, err
-		}
-		qs[i] = q
+	qs, err := p.gwQueues(queues, gwWorkflowQueue)
+	if err != nil {
+		return nil, err
 	}
 	var wait time.Duration
 	for {
