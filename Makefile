@@ -95,9 +95,11 @@ crashpoints:
 ## next failpoint inside an ack or commit, each time for a random time up to
 ## 2 x the lock timeout, while the two others ack; prints the others' ack
 ## latency (p50/p99/max) and fails if one took longer than the lock timeout +
-## 250 ms (the ack's own work under load: a group fdatasync of the log on a
-## busy disk, 1 ms flock polling, CPU contention; the others' acks while the
-## stopped worker was not stopped stay far below it). About 2.5 minutes.
+## 250 ms (the ack's own work under load: 1 ms flock polling, CPU
+## contention; the others' acks while the stopped worker was not stopped stay
+## far below it) after its wait for the log's group fdatasync is taken out:
+## each ack reports that wait (disk time, which no stopped process holds up;
+## a disk stall of ~0.9 s inside fdatasync once failed CI). About 2.5 minutes.
 stalltest:
 	$(GO) run -tags crashtest ./scripts/crashtest/chaos --stops 200 --duration 0 --lock-timeout 600ms --stall-margin 250ms --stop-at-failpoints 0.5 --stop-gap-max 100ms
 

@@ -490,7 +490,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		deleted[k] = true
 	}
 	failpoint.Hit("delete.before_commit")
-	if err := p.commitLocked(gs, rec); err != nil {
+	if err := p.commitLocked(ctx, gs, rec); err != nil {
 		return DeleteInstanceResult{}, false, Retryablef(op, err, "commit deletion: %v", err)
 	}
 	afterCommitPoint("delete")
@@ -733,7 +733,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	// removes the remaining directories and writes instance.json.
 	rec := &commitRecord{Kind: kindPrune, Key: key, Instance: instance, InstanceFile: &nf, PruneExecutions: prune, CommittedMs: p.nowMs()}
 	failpoint.Hit("prune.before_commit")
-	if err := p.commitLocked([]*lease.Guard{g}, rec); err != nil {
+	if err := p.commitLocked(ctx, []*lease.Guard{g}, rec); err != nil {
 		return PruneResult{}, Retryablef(op, err, "commit prune: %v", err)
 	}
 	afterCommitPoint("prune")

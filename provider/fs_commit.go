@@ -164,7 +164,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	// append leaves nothing; a sync failure poisons the log, and the record
 	// is settled by the replay (the staged files are not needed for that).
 	failpoint.Hit("ack.before_commit")
-	if err := p.commitLocked([]*lease.Guard{g}, rec); err != nil {
+	if err := p.commitLocked(ctx, []*lease.Guard{g}, rec); err != nil {
 		p.unstage(staged)
 		return Retryablef(op, err, "commit: %v", err)
 	}

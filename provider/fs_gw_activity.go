@@ -208,7 +208,7 @@ func (p *FSProvider) CompleteWorkflowActivity(ctx context.Context, token string,
 			rec.Publish = []queueRef{ref}
 			failpoint.Hit("gwact.after_stage")
 		}
-		if err := p.gwCommitAct(g, c, rec); err != nil {
+		if err := p.gwCommitAct(ctx, g, c, rec); err != nil {
 			p.gwUnstage(rec.Publish)
 			return fmt.Errorf("commit activity completion: %w", err)
 		}
@@ -229,7 +229,7 @@ func (p *FSProvider) CompleteWorkflowActivity(ctx context.Context, token string,
 
 // gwCommitAct marks the claim pending for rec, appends rec and waits for the
 // group sync (see commitWorkAck).
-func (p *FSProvider) gwCommitAct(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *commitRecord) error {
+func (p *FSProvider) gwCommitAct(ctx context.Context, g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *commitRecord) error {
 	d := gwActAckData{pendingMark: pendingMark{ID: uuid.NewString(), Hint: p.wal.End()}}
 	for _, r := range rec.Publish {
 		d.Completion, d.CompletionQueue = r.Name, r.Queue
@@ -253,7 +253,7 @@ func (p *FSProvider) gwCommitAct(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *co
 		_ = g.Write(held)
 		return err
 	}
-	return p.wal.Sync(context.Background(), end)
+	return p.logSync(ctx, end)
 }
 
 // gwApplyAct applies a committed activity completion (the caller holds the

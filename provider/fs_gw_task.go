@@ -257,7 +257,7 @@ func (p *FSProvider) gwCommit(ctx context.Context, op string, guards map[string]
 		gs = append(gs, guards[b.key])
 	}
 	failpoint.Hit("gw.before_commit")
-	if err := p.commitLocked(gs, rec); err != nil {
+	if err := p.commitLocked(ctx, gs, rec); err != nil {
 		p.gwUnstage(staged)
 		return fmt.Errorf("commit: %w", err)
 	}

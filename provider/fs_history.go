@@ -150,7 +150,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 		ne.EventCount = uint64(len(scan.Records) + len(events))
 		rec.ExecutionFile = &ne
 	}
-	if err := p.commitLocked([]*lease.Guard{g}, rec); err != nil {
+	if err := p.commitLocked(ctx, []*lease.Guard{g}, rec); err != nil {
 		return Retryablef(op, err, "commit: %v", err)
 	}
 	if err := p.apply(ctx, g, rec, false); err != nil {

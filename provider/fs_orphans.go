@@ -191,7 +191,7 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 	if len(rec.Members) == 0 {
 		return nil, nil
 	}
-	if err := p.commitLocked(gs, rec); err != nil {
+	if err := p.commitLocked(ctx, gs, rec); err != nil {
 		return nil, Retryablef(op, err, "commit drain: %v", err)
 	}
 	afterCommitPoint("drain")

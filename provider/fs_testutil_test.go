@@ -44,7 +44,7 @@ func logCommit(t *testing.T, p *FSProvider, rec *commitRecord) {
 	g, err := p.leases.Lock(context.Background(), p.lockPath(rec.Key), p.leasePath(rec.Key))
 	mustNoErr(t, err)
 	defer g.Unlock()
-	mustNoErr(t, p.commitLocked([]*lease.Guard{g}, rec))
+	mustNoErr(t, p.commitLocked(context.Background(), []*lease.Guard{g}, rec))
 }
 
 // pendingCommits lists the logged records a lease or claim still marks

@@ -83,6 +83,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/calltime"
 	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
@@ -118,7 +119,7 @@ var errFound = errors.New("found")
 // group sync. On an error before the append, the marks are cleared and
 // nothing happened. On a sync error the record's fate is unknown (the log is
 // poisoned) and the marks stay, for the replay to settle.
-func (p *FSProvider) commitLocked(guards []*lease.Guard, rec *commitRecord) error {
+func (p *FSProvider) commitLocked(ctx context.Context, guards []*lease.Guard, rec *commitRecord) error {
 	mark := &pendingMark{ID: uuid.NewString(), Hint: p.wal.End()}
 	rec.CommitID = mark.ID
 	data, err := jsonMarshal(rec)
@@ -141,7 +142,21 @@ func (p *FSProvider) commitLocked(guards []*lease.Guard, rec *commitRecord) erro
 	if testSkipSync == "log" {
 		return nil // test only: see testSkipSync
 	}
-	return p.wal.Sync(context.Background(), end)
+	return p.logSync(ctx, end)
+}
+
+// logSync waits until the log is durable through end, the commit point of
+// a record just appended. It does not stop when ctx is cancelled: the
+// record is in the log, and whether it commits must be settled before the
+// caller hears anything. The wait is added to the call's timing if ctx
+// carries one (internal/calltime): it is time on the disk - this process's
+// fdatasync or the leading one's it waits for, which a stopped leader
+// delays by at most the log's lead bound (wal package doc).
+func (p *FSProvider) logSync(ctx context.Context, end wal.LSN) error {
+	start := time.Now()
+	err := p.wal.Sync(context.Background(), end)
+	calltime.AddLogSync(ctx, time.Since(start))
+	return err
 }
 
 // testSkipSync weakens the commit path for the power-loss test that proves

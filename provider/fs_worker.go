@@ -295,7 +295,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			rec.Publish = []queueRef{{Queue: "orchestrator", Name: m.Name, Data: data}}
 			failpoint.Hit("workack.after_stage")
 		}
-		if err := p.commitWorkAck(g, c, rec); err != nil {
+		if err := p.commitWorkAck(ctx, g, c, rec); err != nil {
 			for _, r := range rec.Publish {
 				_ = p.orchQ.Unstage(r.Name)
 			}
@@ -325,7 +325,7 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 // commitWorkAck marks the claim held as c pending for rec, appends rec to
 // the log and waits for the group sync (see commitLocked). An error before
 // the append puts the claim back as it was.
-func (p *FSProvider) commitWorkAck(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *commitRecord) error {
+func (p *FSProvider) commitWorkAck(ctx context.Context, g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *commitRecord) error {
 	d := workAckData{pendingMark: pendingMark{ID: uuid.NewString(), Hint: p.wal.End()}}
 	for _, r := range rec.Publish {
 		d.Completion = r.Name
@@ -350,7 +350,7 @@ func (p *FSProvider) commitWorkAck(g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *
 		return err
 	}
 	failpoint.Hit("workack.after_append")
-	return p.wal.Sync(context.Background(), end)
+	return p.logSync(ctx, end)
 }
 
 // applyWorkAck applies a committed work ack, unsynced and idempotently (the

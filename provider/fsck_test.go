@@ -137,7 +137,7 @@ func TestFsckKinds(t *testing.T) {
 					}
 					rec := &commitRecord{Kind: kindWorkAck, Item: name, ItemToken: c.Token, CommittedMs: p.nowMs(),
 						Delete: []queueRef{{Queue: "worker", Name: name}}}
-					return p.commitWorkAck(g, c, rec)
+					return p.commitWorkAck(context.Background(), g, c, rec)
 				}))
 			},
 			kind: FsckPendingCommit, path: ".json", severity: SeverityWarning, repairable: true,

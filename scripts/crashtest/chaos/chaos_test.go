@@ -155,3 +155,37 @@ func TestStall(t *testing.T) {
 		t.Logf("failure: %s", f)
 	}
 }
+
+// The stall verdict fails an ack of the others over the threshold unless
+// its wait for the log's fdatasync (disk time, which no stopped process
+// holds up) accounts for the excess.
+func TestStallVerdictDiskTime(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.lockTimeout, cfg.stallMargin = 600*time.Millisecond, 250*time.Millisecond // threshold 850 ms
+	begin := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		d, sync  time.Duration
+		wantSlow bool
+		wantDisk bool
+	}{
+		{"fast", 500 * time.Millisecond, 0, false, false},
+		{"slow, no disk wait", 900 * time.Millisecond, 40 * time.Millisecond, true, false},
+		{"slow on the disk", 900 * time.Millisecond, 800 * time.Millisecond, false, true},
+		{"disk wait just short of the excess", time.Second, 149 * time.Millisecond, true, false},
+		{"disk wait covering the excess", time.Second, 150 * time.Millisecond, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &supervisor{lats: make([][]ackLatency, 2)}
+			s.latency(&worker{id: 2, slot: 1}, "work", oracle.Line{Type: oracle.TypeWorkAck, AckAtUs: begin.UnixMicro(),
+				AckMs: float64(tc.d.Microseconds()) / 1000, SyncMs: float64(tc.sync.Microseconds()) / 1000})
+			st := s.stallVerdict(cfg, nil, begin.Add(time.Minute))
+			if got := len(st.slow) == 1; got != tc.wantSlow {
+				t.Errorf("slow: %v, want %v", got, tc.wantSlow)
+			}
+			if got := len(st.slowDisk) == 1; got != tc.wantDisk {
+				t.Errorf("slow on the disk: %v, want %v", got, tc.wantDisk)
+			}
+		})
+	}
+}

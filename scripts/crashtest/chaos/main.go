@@ -35,8 +35,9 @@
 // in a -tags crashtest build) at its next failpoint, each time for a random
 // time up to --stop-max, while the two others ack; it reports the others'
 // ack latency and fails if one took longer than --lock-timeout +
-// --stall-margin, naming the flocks the stopped worker held (the others
-// dump their goroutines to their logs when an ack is that slow).
+// --stall-margin beyond its wait for the log's fdatasync (disk time),
+// naming the flocks the stopped worker held (the others dump their
+// goroutines to their logs when an ack is that slow).
 //
 // Usage:
 //
@@ -191,7 +192,7 @@ func parseFlags(args []string, stderr io.Writer) (config, int) {
 	fs.DurationVar(&cfg.stopMax, "stop-max", 0, "stall mode: longest stop (default 2×lock-timeout)")
 	fs.DurationVar(&cfg.stopGapMin, "stop-gap-min", cfg.stopGapMin, "stall mode: minimum time the stopped worker runs between two stops")
 	fs.DurationVar(&cfg.stopGapMax, "stop-gap-max", cfg.stopGapMax, "stall mode: maximum time the stopped worker runs between two stops")
-	fs.DurationVar(&cfg.stallMargin, "stall-margin", cfg.stallMargin, "stall mode: how much longer than the lock timeout an ack of the other workers may take (their own work under load: the log's group fsync, lock polling, CPU contention)")
+	fs.DurationVar(&cfg.stallMargin, "stall-margin", cfg.stallMargin, "stall mode: how much longer than the lock timeout an ack of the other workers may take, beyond its wait for the log's group fdatasync (their own work under load: lock polling, CPU contention)")
 	fs.Float64Var(&cfg.stopAtFailpoint, "stop-at-failpoints", 0, "stall mode: the fraction of stops made at the stopped worker's next failpoint (inside its acks and commits, holding their locks) rather than at a random moment; needs a build with -tags crashtest, on Linux")
 	fs.BoolVar(&cfg.verbose, "v", false, "log every kill and restart")
 	fs.Usage = func() {

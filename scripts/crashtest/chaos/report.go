@@ -111,14 +111,21 @@ func printReport(w io.Writer, cfg config, r *result) {
 			if i == 5 {
 				break
 			}
-			row(fmt.Sprintf("slowest #%d", i+1), "%s %s ack of worker %d, %s", ms(a.d), a.kind, a.worker, st.overlapping(a))
+			row(fmt.Sprintf("slowest #%d", i+1), "%s %s ack of worker %d (%s of it waiting for the log's fdatasync), %s", ms(a.d), a.kind, a.worker, ms(a.sync), st.overlapping(a))
 		}
 		verdict := "PASS"
 		if len(st.slow) > 0 {
 			verdict = "FAIL"
 		}
-		row("stall test", "%s: %d of the others' acks took longer than lock timeout %v + margin %v = %v (not counted: %d stale orchestration acks, rejected because the instance's lease had passed to the stopped worker, whose flock on that instance they waited for)",
-			verdict, len(st.slow), cfg.lockTimeout, cfg.stallMargin, st.threshold, len(st.slowStale))
+		for i, a := range st.slowDisk {
+			if i == 5 {
+				row("slow on the disk", "… %d more", len(st.slowDisk)-i)
+				break
+			}
+			row("slow on the disk", "%s %s ack of worker %d, of which %s waiting for the log's fdatasync; %s", ms(a.d), a.kind, a.worker, ms(a.sync), st.overlapping(a))
+		}
+		row("stall test", "%s: %d of the others' acks took longer than lock timeout %v + margin %v = %v (not counted: %d stale orchestration acks, rejected because the instance's lease had passed to the stopped worker, whose flock on that instance they waited for; %d acks within it but for their wait for the log's fdatasync, on the disk)",
+			verdict, len(st.slow), cfg.lockTimeout, cfg.stallMargin, st.threshold, len(st.slowStale), len(st.slowDisk))
 	}
 	if r.kept {
 		row("working directory", "kept: %s (data/, logs/, oracle.jsonl, specs.jsonl; check it again with: go run ./scripts/crashtest/chaos check --dir %s)", r.workDir, r.workDir)

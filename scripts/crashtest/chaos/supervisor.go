@@ -294,6 +294,7 @@ type ackLatency struct {
 	begin  time.Time // when the call began (the worker's clock, this host's)
 	end    time.Time // begin + d
 	d      time.Duration
+	sync   time.Duration // of d, the wait for the log's group fdatasync (disk)
 	worker int
 	ok     bool
 	stale  bool   // rejected because the lock had expired or passed to another holder
@@ -314,7 +315,7 @@ func (s *supervisor) latency(w *worker, kind string, l oracle.Line) {
 	if l.AckMs <= 0 {
 		return
 	}
-	a := ackLatency{kind: kind, begin: time.UnixMicro(l.AckAtUs), d: time.Duration(l.AckMs * float64(time.Millisecond)), worker: w.id,
+	a := ackLatency{kind: kind, begin: time.UnixMicro(l.AckAtUs), d: time.Duration(l.AckMs * float64(time.Millisecond)), sync: time.Duration(l.SyncMs * float64(time.Millisecond)), worker: w.id,
 		ok: l.Type == oracle.TypeOK || l.Type == oracle.TypeWorkAck, stale: l.Stale, taken: l.Taken, inst: l.Instance, err: l.Err}
 	a.end = a.begin.Add(a.d)
 	s.latMu.Lock()

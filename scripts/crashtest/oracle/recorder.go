@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/conformance/workload"
+	"github.com/durofs/durofs/internal/calltime"
 	"github.com/durofs/durofs/provider"
 )
 
@@ -74,6 +75,11 @@ type Line struct {
 	AckMs float64 `json:"ack_ms,omitempty"`
 	// AckAtUs is when that call began (Unix microseconds).
 	AckAtUs int64 `json:"ack_at_us,omitempty"`
+	// SyncMs is how much of AckMs the call waited for the log's group
+	// fdatasync (internal/calltime): time on the disk, which another
+	// process delays by at most the log's lead bound (ok, err, wok, wack,
+	// wfail).
+	SyncMs float64 `json:"sync_ms,omitempty"`
 	// PID, OpenMs and Recovery describe a ready worker; Recovery and Stats
 	// also come with stats lines.
 	PID      int                     `json:"pid,omitempty"`
@@ -126,7 +132,7 @@ type Recorder struct {
 type okInfo struct {
 	seq           uint64
 	armed, paused bool
-	ackMs         float64
+	ackMs, syncMs float64
 	ackAt         int64
 }
 
@@ -188,16 +194,17 @@ func (r *Recorder) AckOrchestrationItem(ctx context.Context, lockToken string, e
 	}
 	callStart := time.Now()
 	defer r.watch("orch", callStart)()
-	err := r.Provider.AckOrchestrationItem(ctx, lockToken, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
-	ackMs := msSince(callStart)
+	var times calltime.Times
+	err := r.Provider.AckOrchestrationItem(calltime.With(ctx, &times), lockToken, executionID, historyDelta, workerItems, orchestratorItems, metadata, cancelledActivities)
+	ackMs, syncMs := msSince(callStart), ms(times.LogSync())
 	if err != nil {
 		r.emit(Line{Type: TypeErr, Seq: seq, Instance: instance, Exec: executionID, Err: err.Error(), Stale: lockLost(err),
-			Taken: errors.Is(err, provider.ErrInvalidLockToken), Armed: armed, Paused: paused, AckMs: ackMs, AckAtUs: callStart.UnixMicro()})
+			Taken: errors.Is(err, provider.ErrInvalidLockToken), Armed: armed, Paused: paused, AckMs: ackMs, AckAtUs: callStart.UnixMicro(), SyncMs: syncMs})
 		return err
 	}
 	r.mu.Lock()
 	delete(r.tokens, lockToken)
-	r.okSeq[instance] = okInfo{seq: seq, armed: armed, paused: paused, ackMs: ackMs, ackAt: callStart.UnixMicro()}
+	r.okSeq[instance] = okInfo{seq: seq, armed: armed, paused: paused, ackMs: ackMs, syncMs: syncMs, ackAt: callStart.UnixMicro()}
 	r.mu.Unlock()
 	return nil
 }
@@ -218,7 +225,7 @@ func (r *Recorder) OnAck(instance string, executionID uint64, events []provider.
 	delete(r.okSeq, instance)
 	r.mu.Unlock()
 	r.emit(Line{Type: TypeOK, Seq: info.seq, Instance: instance, Exec: executionID, Events: eventJSON(events),
-		Armed: info.armed, Paused: info.paused, AckMs: info.ackMs, AckAtUs: info.ackAt})
+		Armed: info.armed, Paused: info.paused, AckMs: info.ackMs, AckAtUs: info.ackAt, SyncMs: info.syncMs})
 }
 
 // FetchWorkItem implements provider.Provider, reporting every activity
@@ -240,19 +247,23 @@ func (r *Recorder) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout t
 func (r *Recorder) AckWorkItem(ctx context.Context, token string, completion provider.WorkItem) error {
 	start := time.Now()
 	stopWatch := r.watch("work", start)
-	err := r.Provider.AckWorkItem(ctx, token, completion)
+	var times calltime.Times
+	err := r.Provider.AckWorkItem(calltime.With(ctx, &times), token, completion)
 	stopWatch()
-	ackMs := msSince(start)
+	ackMs, syncMs := msSince(start), ms(times.LogSync())
 	switch {
 	case err == nil:
-		r.emit(Line{Type: TypeWorkAck, AckMs: ackMs, AckAtUs: start.UnixMicro()})
+		r.emit(Line{Type: TypeWorkAck, AckMs: ackMs, AckAtUs: start.UnixMicro(), SyncMs: syncMs})
 	case !provider.IsRetryable(err):
-		r.emit(Line{Type: TypeWorkAckRejected, Err: err.Error(), Stale: lockLost(err), AckMs: ackMs, AckAtUs: start.UnixMicro()})
+		r.emit(Line{Type: TypeWorkAckRejected, Err: err.Error(), Stale: lockLost(err), AckMs: ackMs, AckAtUs: start.UnixMicro(), SyncMs: syncMs})
 	default:
-		r.emit(Line{Type: TypeWorkAckFailed, Err: err.Error(), AckMs: ackMs, AckAtUs: start.UnixMicro()})
+		r.emit(Line{Type: TypeWorkAckFailed, Err: err.Error(), AckMs: ackMs, AckAtUs: start.UnixMicro(), SyncMs: syncMs})
 	}
 	return err
 }
+
+// ms returns d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // watch calls SlowAck if the call that began at began is still running
 // SlowAfter later; the returned function ends the watch.
