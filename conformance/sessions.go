@@ -46,19 +46,15 @@ func cfgL(owner string, lock time.Duration) *provider.SessionFetchConfig {
 	return &provider.SessionFetchConfig{OwnerID: owner, LockTimeout: lock}
 }
 
-// sfetch is FetchWorkItem(5 s, poll 0, session, DefaultOnly).
-func (h *harness) sfetch(session *provider.SessionFetchConfig) *provider.LockedWorkItem {
-	h.t.Helper()
-	return h.wfetchWith(sessWorkLock, session, provider.DefaultOnlyTags())
-}
-
-// sfetchSome is sfetch that fails the test unless an ActivityExecute is returned.
+// sfetchSome is FetchWorkItem(5 s, poll 0, session, DefaultOnly) that fails
+// the test unless an ActivityExecute is returned.
 func (h *harness) sfetchSome(session *provider.SessionFetchConfig, why string) (*provider.LockedWorkItem, provider.ActivityExecute) {
 	h.t.Helper()
 	return h.wfetchWithSome(sessWorkLock, session, provider.DefaultOnlyTags(), why)
 }
 
-// sfetchNone is sfetch that fails the test if an item is returned.
+// sfetchNone is FetchWorkItem(5 s, poll 0, session, DefaultOnly) that fails
+// the test if an item is returned.
 func (h *harness) sfetchNone(session *provider.SessionFetchConfig, why string) {
 	h.t.Helper()
 	h.wfetchWithNone(sessWorkLock, session, provider.DefaultOnlyTags(), why)

@@ -107,7 +107,7 @@ func earlyName() string {
 // that names the path; nothing is written through it.
 func TestOpenRefusesLinkedLayout(t *testing.T) {
 	for _, rel := range []string{
-		"FORMAT", "instances", "wal", "wal/procs", "wal/0000000000000001.wal", "wal/checkpoint", "quarantine", "tmp", "queues",
+		"FORMAT", "instances", "children", "wal", "wal/procs", "wal/0000000000000001.wal", "wal/checkpoint", "quarantine", "tmp", "queues",
 		"queues/orchestrator", "queues/worker", "queues/worker/claims",
 		"queues/orchestrator/fsqueue.json",
 	} {

@@ -99,10 +99,6 @@ type Options struct {
 	SegmentSize int64
 }
 
-// Take reads the directory dir of fsys (see TakeWith) whose processes used
-// the default log segment size.
-func Take(fsys vfs.FS, dir string) (*Snapshot, error) { return TakeWith(fsys, dir, Options{}) }
-
 // TakeWith reads the directory dir of fsys. Unreadable files are reported
 // as problems; an error means dir itself could not be listed.
 func TakeWith(fsys vfs.FS, dir string, opts Options) (*Snapshot, error) {
@@ -517,37 +513,6 @@ func (s *Snapshot) readQueue(fsys vfs.FS, qdir, queue, label string) error {
 		}
 	}
 	return nil
-}
-
-// RecordApplied reports whether commits/<name> is an instance's commit
-// record that its lease marks applied.
-//
-// Deprecated: format version 1 only (commits/ no longer exists; this
-// always reports false on a version 2 directory). Kept until the provider's
-// multi-process tests are rewritten for the write-ahead log.
-func RecordApplied(fsys vfs.FS, dir, name string) bool {
-	key, ok := strings.CutSuffix(name, msgSuffix)
-	if !ok {
-		return false
-	}
-	var rec struct {
-		CommitID string `json:"commit_id"`
-		Kind     string `json:"kind"`
-	}
-	data, err := fsys.ReadFile(filepath.Join(dir, "commits", name))
-	if err != nil || json.Unmarshal(data, &rec) != nil || rec.CommitID == "" || rec.Kind != "" {
-		return false
-	}
-	var l struct {
-		Data struct {
-			Applied string `json:"applied"`
-		} `json:"data"`
-	}
-	data, err = fsys.ReadFile(filepath.Join(dir, "instances", key, "lease.json"))
-	if err != nil || json.Unmarshal(data, &l) != nil {
-		return false
-	}
-	return l.Data.Applied == rec.CommitID
 }
 
 // Duplicates returns the facts that occur more than once. In a workload whose

@@ -52,12 +52,6 @@ func (e *Env) lock() time.Duration {
 	return e.Lock
 }
 
-// Run runs step i (1-based) of Steps.
-func Run(ctx context.Context, e *Env, i int) error { return RunStep(ctx, e, Steps(), i) }
-
-// Len is the number of steps.
-func Len() int { return len(Steps()) }
-
 // Fixed values that keep every run identical.
 const (
 	baseTimestampMs = 1_700_000_000_000
