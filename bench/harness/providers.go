@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,18 +86,4 @@ func admin(p provider.Provider) provider.Admin {
 		return a
 	}
 	return nil
-}
-
-// queueDepth returns the number of unlocked orchestrator messages, or -1
-// when the provider has no Admin.
-func queueDepth(ctx context.Context, p provider.Provider) (int, error) {
-	a := admin(p)
-	if a == nil {
-		return -1, nil
-	}
-	d, err := a.GetQueueDepths(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("queue depths: %w", err)
-	}
-	return int(d.OrchestratorQueue), nil
 }
