@@ -66,13 +66,14 @@ func (f *faultFS) onList(hook func()) {
 	f.afterList = hook
 }
 
-// take returns and disarms path's fault.
-func (f *faultFS) take(path string) (error, int) {
+// take returns and disarms path's fault: the error and after how many
+// entries it strikes.
+func (f *faultFS) take(path string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err, n := f.fail[path], f.failAfter[path]
 	delete(f.fail, path)
-	return err, n
+	return n, err
 }
 
 // armed reports whether a fault or hook has not fired yet.
@@ -84,7 +85,7 @@ func (f *faultFS) armed() bool {
 
 // ScanDir implements vfs.DirScanner: the listing the index streams.
 func (f *faultFS) ScanDir(name string, fn func([]byte) error) error {
-	err, after := f.take(name)
+	after, err := f.take(name)
 	if err != nil && after == 0 {
 		return &fs.PathError{Op: "readdirent", Path: name, Err: err}
 	}

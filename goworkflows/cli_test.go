@@ -207,7 +207,7 @@ func TestDurofsCLIReadsWorkflowDirectory(t *testing.T) {
 	require.Contains(t, durofsCLI(t, bin, 0, "fsck", "--dir", dir), "result: clean")
 
 	// delete: the running workflow with its timer and activity task.
-	out = durofsCLI(t, bin, 1, "delete", "parked", "--dir", dir)
+	durofsCLI(t, bin, 1, "delete", "parked", "--dir", dir) // refused: still running
 	out = durofsCLI(t, bin, 0, "delete", "parked", "--force", "--json", "--dir", dir)
 	var del struct {
 		InstancesDeleted     int `json:"instances_deleted"`

@@ -21,7 +21,7 @@ func buildDurofs(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Skipf("no go command on PATH to build the CLI with: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "durofs")
 	if runtime.GOOS == "windows" {
