@@ -29,9 +29,18 @@ test-goworkflows:
 	cd goworkflows && $(GO) vet ./... && { $(GO) test -race -count=1 -timeout 20m -v ./... > gw-test.out 2>&1; s=$$?; \
 		grep -E '^(\s*--- |ok|FAIL|PASS|panic)' gw-test.out; echo "(full output: goworkflows/gw-test.out)"; exit $$s; }
 
-## lint: formatting and vet.
+## lint: formatting, vet, staticcheck and deadcode (pinned versions, fetched
+## from the module proxy by go run) over the three modules: deadcode fails on
+## any function no program or test reaches.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.7.0
+DEADCODE = golang.org/x/tools/cmd/deadcode@v0.45.0
 lint: vet
 	@out=$$(gofmt -l . | grep -v '^vendor/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@for m in . goworkflows bench; do \
+		(cd $$m && $(GO) run $(STATICCHECK) ./... && $(GO) run $(STATICCHECK) -tags crashtest ./... ) || exit 1; \
+		out=$$(cd $$m && $(GO) run $(DEADCODE) -test ./... && $(GO) run $(DEADCODE) -test -tags crashtest ./...) || exit 1; \
+		if [ -n "$$out" ]; then echo "unreachable code in $$m:"; echo "$$out"; exit 1; fi; \
+	done
 
 ## crossbuild: the module must build for linux, darwin and windows, and its
 ## tests type-check on a 32-bit platform (386).
