@@ -238,6 +238,12 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	if err := p.initLayout(); err != nil {
 		return nil, err
 	}
+	if opts.fs == nil && opts.SweepInterval >= 0 {
+		// Only a long-running provider: one-shot tools (the durofs CLI)
+		// turn the background sweep off, and a throughput warning on
+		// every command would be noise.
+		p.warnNoJournal()
+	}
 	if err := p.openQueues(); err != nil {
 		return nil, err
 	}

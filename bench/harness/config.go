@@ -138,7 +138,7 @@ func QuickSizes() Sizes {
 		FsyncChains: 2, FsyncChainLength: 2, FsyncFanOut: 3,
 		FetchQueued: []int{10, 100}, FetchVisible: 2,
 		FetchIters: 10, FetchWarmup: 2,
-		RestartInstances: 40, RestartPending: 10, RestartKillAfter: 5,
+		RestartInstances: 100, RestartPending: 50, RestartKillAfter: 5,
 		RunTimeout: 2 * time.Minute,
 	}
 }

@@ -1,11 +1,13 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/durofs/durofs/bench/sqliteref"
 	"github.com/durofs/durofs/internal/provhook"
@@ -35,9 +37,36 @@ type closer interface {
 	io.Closer
 }
 
-// warnLogger logs warnings and errors to w.
+// warnLogger logs warnings and errors to w, except durofs's warning that
+// the directory's ext4 has no journal: the report says so once, and every
+// child process's Open would repeat it.
 func warnLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(dropJournalWarning{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})})
+}
+
+// journalWarning starts the message of durofs's Open warning about ext4
+// without a journal (provider/fsinfo.go).
+const journalWarning = "durofs: the directory is on ext4 without a journal"
+
+// dropJournalWarning is a slog.Handler that drops that warning.
+type dropJournalWarning struct{ slog.Handler }
+
+// Handle implements slog.Handler.
+func (h dropJournalWarning) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, journalWarning) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h dropJournalWarning) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropJournalWarning{h.Handler.WithAttrs(as)}
+}
+
+// WithGroup implements slog.Handler.
+func (h dropJournalWarning) WithGroup(name string) slog.Handler {
+	return dropJournalWarning{h.Handler.WithGroup(name)}
 }
 
 // openProvider opens the named provider on a run directory: durofs uses dir

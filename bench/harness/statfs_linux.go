@@ -4,13 +4,9 @@ package harness
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/durofs/durofs/internal/fsinfo"
 )
 
 // Linux file system magic numbers (statfs(2)).
@@ -36,7 +32,7 @@ func fsType(dir string) string {
 	}
 	if name, ok := fsMagic[int64(st.Type)]; ok {
 		if name == "ext4" {
-			if journal, ok := ext4Journal(dir); ok && !journal {
+			if journal, ok := fsinfo.Ext4Journal(dir); ok && !journal {
 				return "ext4, no journal"
 			}
 		}
@@ -53,62 +49,3 @@ func inMemoryFS(typ string) bool { return typ == "tmpfs" || typ == "ramfs" }
 // so that the write-back of an unsynced set-up or of a removed run
 // directory does not run during the next measurement.
 func flushAll() { syscall.Sync() }
-
-// ext4Journal reports, for a directory on ext4, whether its file system has
-// a journal (ok is false if that cannot be told). Without one, ext4's inode
-// allocator passes over every free inode freed in the last minute or more
-// (fs/ext4/ialloc.c, recently_deleted), so that creating a file in a block
-// group with many recent deletions costs a scan of them (BENCHMARKS.md). A
-// mounted ext4 device with a journal has a /proc/fs/jbd2/<device>-<inode>
-// entry; the device is the mount's source in /proc/self/mountinfo whose
-// device number is dir's.
-func ext4Journal(dir string) (journal, ok bool) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
-		return false, false
-	}
-	devNum := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
-	info, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false, false
-	}
-	dev := ext4Device(string(info), devNum)
-	if dev == "" {
-		return false, false
-	}
-	if _, err := os.Stat(filepath.Join("/proc/fs/ext4", dev)); err != nil {
-		return false, false
-	}
-	jbd, err := os.ReadDir("/proc/fs/jbd2")
-	if err != nil && !os.IsNotExist(err) {
-		return false, false
-	}
-	names := make([]string, 0, len(jbd))
-	for _, e := range jbd {
-		names = append(names, e.Name())
-	}
-	return hasJournal(dev, names), true
-}
-
-// ext4Device returns the base name of the source device of the ext4 mount
-// whose device number ("major:minor") is devNum in a /proc/self/mountinfo
-// text, or "" if there is none.
-func ext4Device(mountinfo, devNum string) string {
-	for line := range strings.Lines(mountinfo) {
-		// id parent major:minor root mountpoint options [tags] - fstype source superopts
-		f := strings.Fields(line)
-		if len(f) < 3 || f[2] != devNum {
-			continue
-		}
-		if i := slices.Index(f, "-"); i > 0 && i+2 < len(f) && f[i+1] == "ext4" {
-			return filepath.Base(f[i+2])
-		}
-	}
-	return ""
-}
-
-// hasJournal reports whether the entries of /proc/fs/jbd2 include one of
-// dev's ("<dev>-<journal inode>").
-func hasJournal(dev string, jbd2 []string) bool {
-	return slices.ContainsFunc(jbd2, func(n string) bool { return strings.HasPrefix(n, dev+"-") })
-}
