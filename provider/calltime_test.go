@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,32 +10,6 @@ import (
 	"github.com/durofs/durofs/internal/vfs"
 )
 
-// slowLogFS makes every fdatasync of a log segment take at least d.
-type slowLogFS struct {
-	*vfs.MemFS
-	d time.Duration
-}
-
-type slowLogFile struct {
-	vfs.File
-	d time.Duration
-}
-
-func (s slowLogFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := s.MemFS.OpenFile(name, flag, perm)
-	if err != nil || !strings.HasSuffix(name, ".wal") {
-		return f, err
-	}
-	return slowLogFile{File: f, d: s.d}, nil
-}
-
-func (f slowLogFile) Unwrap() vfs.File { return f.File }
-
-func (f slowLogFile) Datasync() error {
-	time.Sleep(f.d)
-	return vfs.Datasync(f.File)
-}
-
 // An ack's context with a calltime.Times learns how long the ack waited
 // for the log's fdatasync (the stall test tells disk time from waits for
 // other processes with it): every committing call adds its wait, which is
@@ -45,7 +17,7 @@ func (f slowLogFile) Datasync() error {
 func TestCallTimeCountsLogSync(t *testing.T) {
 	const slow = 20 * time.Millisecond
 	clk := clock.NewManual(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
-	p := openT(t, "/d", Options{fs: slowLogFS{MemFS: vfs.NewStrictMem(), d: slow}, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	p := openT(t, "/d", Options{fs: vfs.SlowDatasync(vfs.NewStrictMem(), slow), Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	bg := context.Background()
 	v := "1.0.0"
 	mustNoErr(t, p.EnqueueForOrchestrator(bg, StartOrchestration{Instance: "i1", Orchestration: "O", Version: &v, Input: "{}", ExecutionID: 1}, 0))

@@ -34,7 +34,7 @@ func init() {
 	seg, _ := strconv.ParseInt(os.Getenv("WAL_TEST_CHILD_SEG"), 10, 64)
 	var fsys vfs.FS = vfs.OS{}
 	if d, _ := time.ParseDuration(os.Getenv("WAL_TEST_CHILD_SYNCDELAY")); d > 0 {
-		fsys = slowSyncFS{FS: fsys, delay: d}
+		fsys = vfs.SlowDatasync(fsys, d)
 	}
 	l, err := Open(context.Background(), fsys, dir, Options{SegmentSize: seg})
 	if err != nil {
@@ -168,33 +168,6 @@ func TestMultiProcessAppend(t *testing.T) {
 	}
 	ids, _ := l.segments()
 	t.Logf("wal multi-process: %d frames in %d segments; writer 0 killed after %d acknowledged", len(at), len(ids), len(acked[0]))
-}
-
-// slowSyncFS makes every fdatasync take at least delay longer: a disk
-// whose flush costs something even when the test directory is on tmpfs.
-type slowSyncFS struct {
-	vfs.FS
-	delay time.Duration
-}
-
-type slowSyncFile struct {
-	vfs.File
-	delay time.Duration
-}
-
-func (s slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	f, err := s.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return slowSyncFile{File: f, delay: s.delay}, nil
-}
-
-func (f slowSyncFile) Unwrap() vfs.File { return f.File }
-
-func (f slowSyncFile) Datasync() error {
-	time.Sleep(f.delay)
-	return vfs.Datasync(f.File)
 }
 
 // childStats sums the children's "stats" lines and collects their commit

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"sync/atomic"
+	"time"
 )
 
 // NoSync wraps an FS so that File.Sync and SyncDir do nothing. It is the
@@ -156,4 +157,36 @@ type countingFile struct {
 func (f countingFile) Sync() error {
 	f.c.fileSyncs.Add(1)
 	return f.File.Sync()
+}
+
+// SlowDatasync wraps inner so that every fdatasync ([Datasync]) of a file
+// opened through it takes at least delay longer: a disk whose flush costs
+// something, for tests and measurements of what waits on one.
+func SlowDatasync(inner FS, delay time.Duration) FS { return slowDatasyncFS{inner, delay} }
+
+type slowDatasyncFS struct {
+	FS
+	delay time.Duration
+}
+
+func (s slowDatasyncFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowDatasyncFile{f, s.delay}, nil
+}
+
+type slowDatasyncFile struct {
+	File
+	delay time.Duration
+}
+
+// Unwrap implements Unwrapper.
+func (f slowDatasyncFile) Unwrap() File { return f.File }
+
+// Datasync implements Datasyncer: it sleeps, then flushes.
+func (f slowDatasyncFile) Datasync() error {
+	time.Sleep(f.delay)
+	return Datasync(f.File)
 }
