@@ -25,7 +25,12 @@ import (
 	"github.com/durofs/durofs/wal"
 )
 
-// Durability selects what an acknowledged call survives.
+// Durability selects what an acknowledged call survives. Every process that
+// has a directory open at the same time must use the same mode (Open refuses
+// one that differs, wal.ErrModeMismatch): a ProcessCrashSafe process's no-op
+// log sync would otherwise cover a Durable process's commit in the log's
+// group commit, and its checkpoint would pass records whose files nobody
+// fsynced.
 type Durability int
 
 const (
@@ -290,7 +295,7 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 // last used or a sync failed; a poisoned log cannot be opened while other
 // processes still have it open.
 func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
-	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: bootID(opts)})
+	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: bootID(opts), NoSync: opts.Durability == ProcessCrashSafe})
 	if err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}

@@ -24,6 +24,7 @@ const (
 	wLead   = 3 // wall-clock ns at which the leading process claimed the next sync, or 0
 	wDone   = 4 // counts finished syncs; waiters wait on it
 	wTail   = 5 // LSN: where the next frame goes; frames below it are reserved
+	wMode   = 6 // the syncing mode of the processes that have the log open (modeDurable, modeNoSync; 0: an older build)
 	wSlot0  = 8 // wSlot0+i: process slot i's in-flight reservation start, or 0
 
 	// MaxProcesses is how many processes can have one log open at a time
@@ -116,14 +117,21 @@ func (g *group) store(i int, v uint64) {
 	}
 }
 
+// Values of wMode.
+const (
+	modeDurable = 1
+	modeNoSync  = 2
+)
+
 // reset sets up the page for a process that has the log alone: every word
-// zero, then the tail, then the magic that lets others use it.
-func (g *group) reset(tail LSN) {
+// zero, then the tail and the mode, then the magic that lets others use it.
+func (g *group) reset(tail LSN, mode uint64) {
 	g.store(wMagic, 0)
 	for i := 1; i < groupWords; i++ {
 		g.store(i, 0)
 	}
 	g.store(wTail, uint64(tail))
+	g.store(wMode, mode)
 	g.store(wMagic, groupMagic)
 }
 

@@ -204,6 +204,9 @@ var (
 	ErrTooManyProcesses = errors.New("wal: too many processes have the log open")
 	// ErrClosed means the log was closed.
 	ErrClosed = errors.New("wal: closed")
+	// ErrModeMismatch means the processes that have the log open sync
+	// (Options.NoSync false) and this one would not, or the other way round.
+	ErrModeMismatch = errors.New("wal: the processes that have the log open use the other sync mode")
 )
 
 // LSN is a log sequence number: segment id << 32 | byte offset.
@@ -254,6 +257,14 @@ type Options struct {
 	// /proc/sys/kernel/random/boot_id; tests simulate reboots). Nil, or an
 	// error, means unknown: every Open then counts as after a reboot.
 	BootID func() (string, error)
+	// NoSync says the caller's FS makes every sync a no-op (the provider's
+	// ProcessCrashSafe mode). Every process that has a log open at the same
+	// time must say the same: a no-op sync publishes the shared synced mark
+	// like a real one (group commit), so a process whose syncs are real
+	// would acknowledge frames no fdatasync wrote. Open refuses a process
+	// whose NoSync differs from that of the processes already there
+	// (ErrModeMismatch); a process that has the log alone sets the mode.
+	NoSync bool
 }
 
 // Log is one process's handle on the shared log. It is safe for concurrent
@@ -273,6 +284,7 @@ type Log struct {
 	boot     string // the running boot's id, if known
 	rebooted bool   // OpenReadOnly: the boot id is known and not the one in dir/boot
 	readOnly bool   // OpenReadOnly: never writes, not even a poison mark
+	mode     uint64 // modeDurable or modeNoSync (Options.NoSync)
 
 	mu      sync.Mutex // serializes this process's appends and rolls
 	gmu     sync.Mutex // serializes this process's grows (grow)
@@ -372,6 +384,10 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 		return nil, fmt.Errorf("wal: open %s: the processes of a log share a mapped page: %w", dir, err)
 	}
 	l.group = g
+	l.mode = modeDurable
+	if opts.NoSync {
+		l.mode = modeNoSync
+	}
 	if err := l.openNewest(); err != nil {
 		l.Close()
 		return nil, err
@@ -647,9 +663,11 @@ func (l *Log) openNewest() error {
 		if err != nil {
 			return err
 		}
-		g.reset(MakeLSN(id, end))
+		g.reset(MakeLSN(id, end), l.mode)
 	} else if g.w.Load(wMagic) != groupMagic || g.w.Load(wTail) == 0 {
 		return fmt.Errorf("wal: open %s: other processes have the log open, but %s is not set up for this version (removed while they ran, or they run an older durofs)", l.dir, groupName)
+	} else if m := g.w.Load(wMode); m != 0 && m != l.mode {
+		return fmt.Errorf("%w: open %s: every process that has a directory open at the same time must use one durability mode (this one: NoSync=%v)", ErrModeMismatch, l.dir, l.mode == modeNoSync)
 	} else {
 		// Our slot's last owner is dead (we hold its lock): its write, if
 		// any, is over.
