@@ -509,7 +509,7 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 		} else if allQueueMessages(msgs) && exec == 0 && inf == nil {
 			// Messages for an instance that was never started: delete them
 			// (contract test 50), so they do not pile up.
-			p.deleteOrphans(batch, instance)
+			p.deleteOrphans(ctx, g, key, instance, batch, nowMs)
 			return nil, nil
 		} else {
 			// A completion or cancel racing ahead of its start: leave it queued
@@ -597,15 +597,25 @@ func derefOr(s *string, def string) string {
 	return *s
 }
 
-// deleteOrphans durably deletes messages for an instance that does not exist.
-func (p *FSProvider) deleteOrphans(batch []string, instance string) {
+// deleteOrphans deletes messages for an instance that was never started
+// (the caller holds its flock), by a commit record like an ack's that only
+// deletes them. Not a delete outside the log: a replay after a power loss
+// or a sync failure restores every message a record since the checkpoint
+// published unless a later record deletes it, and a message dropped here
+// would come back - to be delivered if the instance has been started since
+// (TestReplayDoesNotResurrectDroppedOrphan). A failure leaves them queued,
+// for the next fetch.
+func (p *FSProvider) deleteOrphans(ctx context.Context, g *lease.Guard, key, instance string, batch []string, nowMs int64) {
+	rec := &commitRecord{Instance: instance, Key: key, CommittedMs: nowMs}
 	for _, n := range batch {
-		if err := p.orchQ.Delete(n); err != nil {
-			p.log.Warn("durofs: delete orphan message", "instance", instance, "message", n, "err", err)
-		}
+		rec.Delete = append(rec.Delete, queueRef{Queue: "orchestrator", Name: n})
 	}
-	if err := p.orchQ.SyncDir(); err != nil {
-		p.log.Warn("durofs: sync orchestrator queue", "err", err)
+	if err := p.commitLocked(ctx, []*lease.Guard{g}, rec); err != nil {
+		p.log.Warn("durofs: delete orphan messages", "instance", instance, "messages", len(batch), "err", err)
+		return
+	}
+	if err := p.apply(ctx, g, rec, false); err != nil {
+		p.applyDeferredTo(ctx, "orphan messages' deletion", key, instance, rec, err)
 	}
 }
 
