@@ -79,6 +79,7 @@ type claimCache struct {
 	mu          sync.Mutex
 	watch       vfs.DirWatch // nil: no watch (the mtime rule)
 	watchTried  bool
+	rewatch     bool // a failed watch was dropped: watch anew (see listCache.rewatch)
 	gen         uint64
 	setValid    bool
 	setMtime    time.Time // mtime of claims/ observed by the last listing
@@ -380,12 +381,26 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	c := &q.claims
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.watchTried {
+	if c.watch != nil && c.setValid {
+		events, overflow, err := c.watch.Drain()
+		if err == nil && !overflow {
+			q.applyClaimEventsLocked(events)
+			return claimSnap{watched: true}, nil
+		}
+		if err != nil {
+			// The watch may be dead for good (claims/ removed or replaced:
+			// vfs.ErrWatchGone): claims/ is watched anew, then listed.
+			q.log.Warn("fsqueue: claims watch failed; re-listing", "dir", q.claimsDir, "err", err)
+			q.dropClaimsWatchLocked()
+		}
+		c.setValid = false
+	}
+	if !c.watchTried || c.rewatch {
 		c.watchTried = true
 		// The watch starts before the first listing, so no change between
 		// the two is missed.
 		if w, ok := vfs.WatchDirContents(q.fsys, q.claimsDir); ok {
-			c.watch, c.setValid = w, false
+			c.watch, c.setValid, c.rewatch = w, false, false
 		}
 	}
 	if c.watch != nil {
@@ -396,8 +411,9 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	if err != nil {
 		return claimSnap{}, fmt.Errorf("fsqueue: list %s: %w", q.claimsDir, err)
 	}
+	c.rewatch = false // claims/ is there, and cannot be watched: poll
 	mtime := fi.ModTime()
-	if c.setValid && mtime.Equal(c.setMtime) && c.setListedAt.Sub(c.setMtime) >= mtimeMargin {
+	if c.setValid && mtime.Equal(c.setMtime) && settled(c.setListedAt, c.setMtime) {
 		return claimSnap{names: c.names, dirMtime: mtime}, nil
 	}
 	names, err := q.listClaimSet()
@@ -425,22 +441,24 @@ func (q *Queue) listClaimSet() (map[Entry]struct{}, error) {
 	return names, nil
 }
 
-// watchedClaimSnapshotLocked brings a watched cache up to date: it applies
-// the events queued since the last pass, or lists claims/ anew after an
-// overflow, an error or an Invalidate. The caller holds q.claims.mu.
+// dropClaimsWatchLocked closes the watch of claims/ after it failed; the
+// next pass watches claims/ anew. The caller holds q.claims.mu.
+func (q *Queue) dropClaimsWatchLocked() {
+	c := &q.claims
+	if err := c.watch.Close(); err != nil {
+		q.log.Warn("fsqueue: closing a failed claims watch", "dir", q.claimsDir, "err", err)
+	}
+	c.watch, c.rewatch, c.setValid = nil, true, false
+	c.gen++
+	c.entries.reset()
+}
+
+// watchedClaimSnapshotLocked lists claims/ anew for a watched cache (after
+// an overflow, an error or an Invalidate; claimSnapshot applies the events
+// of a valid one). The caller holds q.claims.mu.
 func (q *Queue) watchedClaimSnapshotLocked() (claimSnap, error) {
 	c := &q.claims
 	snap := claimSnap{watched: true}
-	if c.setValid {
-		events, overflow, err := c.watch.Drain()
-		if err == nil && !overflow {
-			q.applyClaimEventsLocked(events)
-			return snap, nil
-		}
-		if err != nil {
-			q.log.Warn("fsqueue: claims watch failed; re-listing", "dir", q.claimsDir, "err", err)
-		}
-	}
 	c.gen++
 	c.setValid = false
 	c.entries.reset()
@@ -451,6 +469,9 @@ func (q *Queue) watchedClaimSnapshotLocked() (claimSnap, error) {
 	c.names = names
 	// Changes made during the listing are applied now (idempotently).
 	events, overflow, err := c.watch.Drain()
+	if err != nil {
+		q.dropClaimsWatchLocked()
+	}
 	if err != nil || overflow {
 		return snap, nil // the listing stands for this pass; the next lists again
 	}
@@ -517,7 +538,7 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 		c.mu.Unlock()
 		return ce.claim, ce.exists && !ce.corrupt, nil
 	}
-	if ok && ce.dirMtime.Equal(snap.dirMtime) && ce.validAt.Sub(snap.dirMtime) >= mtimeMargin {
+	if ok && ce.dirMtime.Equal(snap.dirMtime) && settled(ce.validAt, snap.dirMtime) {
 		return ce.claim, ce.exists && !ce.corrupt, nil
 	}
 	v := time.Now()
@@ -530,7 +551,7 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 	case err != nil:
 		return Claim{}, false, fmt.Errorf("fsqueue: stat claim %s: %w", name, err)
 	case ok && ce.exists && ce.ino == fileIno(fi) && ce.size == fi.Size() && ce.mtime.Equal(fi.ModTime()) && ce.ctime.Equal(vfs.ChangeTime(fi)) &&
-		ce.readAt.Sub(ce.ctime) >= mtimeMargin:
+		settled(ce.readAt, ce.ctime):
 		// Unchanged file: same inode, size and times, and the content was
 		// read a margin after its last change, so a write since (in place,
 		// same inode and size) would have moved its times past the

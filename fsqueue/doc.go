@@ -210,14 +210,17 @@
 //
 // On Linux a directory watch (inotify) reports every process's changes,
 // which are applied to the index (cost proportional to the changes); the
-// directory is listed again only after a watch overflow. Elsewhere, or
+// directory is listed again only after a watch overflow, and watched and
+// listed anew once the watch reports it removed or moved away (replaced: the
+// old watch would never report on the new directory). Elsewhere, or
 // without a watch, the index is rebuilt when the directory's mtime changed
 // since the last listing, or the last listing was taken less than 50 ms
 // after that mtime (ext4 timestamps are coarse, so a file added in the same
 // tick as the listing would not change the mtime; the margin makes the
-// cache safe). An error while bringing the index up to date drops it: the
-// next call lists the directory again; the index is never left valid but
-// incomplete. ClaimNext caches the listing of claims/ and parsed claim files
+// cache safe) - two seconds more when the mtime is a whole second, as on
+// file systems whose timestamps are (FAT's are two seconds). An error while
+// bringing the index up to date drops it: the next call lists the directory
+// again; the index is never left valid but incomplete. ClaimNext caches the listing of claims/ and parsed claim files
 // the same way. On Linux a watch of claims/ that also reports writes in
 // place (inotify IN_MODIFY) keeps both exact: the events, drained once per
 // pass, drop the entry of every claim file added, removed or written since

@@ -52,8 +52,15 @@ const (
 	msgSuffix     = ".json"
 
 	// mtimeMargin is how long after a directory's mtime a listing must have
-	// started for the listing to be trusted while the mtime stays the same.
+	// started for the listing to be trusted while the mtime stays the same
+	// (see settled).
 	mtimeMargin = 50 * time.Millisecond
+	// coarseMargin is that margin for a timestamp that is a whole second,
+	// which may come from a file system whose timestamps are that coarse
+	// (ext4 with 128-byte inodes, ext3, HFS+, some NFS servers; FAT's are
+	// two seconds): there a change a second after the last one may leave
+	// the timestamp as it was.
+	coarseMargin = 2*time.Second + mtimeMargin
 
 	// enqueueNameRetries bounds the retries of Enqueue with a fresh name when
 	// a generated name is already taken.
@@ -161,6 +168,10 @@ type listCache struct {
 	// directory (inotify); without it the index falls back to the mtime rule.
 	watch      vfs.DirWatch
 	watchTried bool
+	// rewatch: a failed watch was dropped (dropWatchLocked); the directory
+	// is watched anew on every refresh until that works or the directory
+	// is found to exist (a replacement may not have created it yet).
+	rewatch bool
 	// own holds the file names this Queue is adding (Enqueue, Publish,
 	// Restore) while its watch is on, so that the watch's event for such a
 	// name does not call Options.Notify: the adder tells its own consumers.
@@ -939,12 +950,28 @@ func (q *Queue) refreshLocked() (err error) {
 			q.invalidateLocked()
 		}
 	}()
-	if !c.watchTried {
+	if c.watch != nil && c.valid {
+		events, overflow, err := c.watch.Drain()
+		if err == nil && !overflow {
+			q.applyEvents(events)
+			return nil
+		}
+		if err != nil {
+			// The watch may be dead for good (its directory removed or
+			// replaced: vfs.ErrWatchGone): the path is watched anew below,
+			// before it is listed.
+			q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
+			q.dropWatchLocked()
+		}
+		// Events were lost: whatever the listing finds may be new.
+		defer q.notifyLocked()
+	}
+	if !c.watchTried || c.rewatch {
 		c.watchTried = true
 		// The watch starts before the first full listing, so no change
 		// between the two is missed (applying an event twice is harmless).
 		if w, ok := vfs.WatchDir(q.fsys, q.dir); ok {
-			c.watch = w
+			c.watch, c.rewatch = w, false
 			c.valid = false
 			if ww, ok := w.(vfs.WaitableWatch); ok && q.opts.Notify != nil {
 				c.notifying = true
@@ -954,23 +981,17 @@ func (q *Queue) refreshLocked() (err error) {
 		}
 	}
 	if c.watch != nil {
-		if c.valid {
-			events, overflow, err := c.watch.Drain()
-			if err == nil && !overflow {
-				q.applyEvents(events)
-				return nil
-			}
-			if err != nil {
-				q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
-			}
-			// Events were lost: whatever the listing finds may be new.
-			defer q.notifyLocked()
-		}
 		if err := q.relistLocked(time.Now(), time.Time{}); err != nil {
 			return err
 		}
 		// Changes made during the listing are applied now (idempotently).
 		events, overflow, err := c.watch.Drain()
+		if err != nil {
+			// The listing stands for this call; the next one watches the
+			// path anew and lists it again.
+			q.dropWatchLocked()
+			q.notifyLocked()
+		}
 		if err != nil || overflow {
 			c.valid = false
 			return nil
@@ -983,11 +1004,46 @@ func (q *Queue) refreshLocked() (err error) {
 	if err != nil {
 		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
+	c.rewatch = false // the directory is there, and cannot be watched: poll
 	mtime := fi.ModTime()
-	if c.valid && mtime.Equal(c.mtime) && c.listedAt.Sub(c.mtime) >= mtimeMargin {
+	if c.valid && mtime.Equal(c.mtime) && settled(c.listedAt, c.mtime) {
 		return nil
 	}
 	return q.relistLocked(t0, mtime)
+}
+
+// dropWatchLocked closes the directory watch after it failed (it may never
+// report again: vfs.ErrWatchGone) and stops its notifyLoop; the next
+// refresh watches the directory anew and lists it. The caller holds
+// q.list.mu.
+func (q *Queue) dropWatchLocked() {
+	c := &q.list
+	if c.watch != nil {
+		if err := c.watch.Close(); err != nil {
+			q.log.Warn("fsqueue: closing a failed directory watch", "dir", q.dir, "err", err)
+		}
+		c.watch = nil
+	}
+	if c.done != nil {
+		close(c.done)
+		c.done = nil
+	}
+	c.notifying, c.rewatch, c.valid = false, true, false
+}
+
+// settled reports whether what was read at real time at (a listing, a
+// file's content) reflects every change that can leave a file-system
+// timestamp at stamp: at is a margin past stamp, longer than the
+// timestamps' granularity - 50 ms (ext4's is one kernel tick), or two
+// seconds and the margin when stamp is a whole second (a file system with
+// coarse timestamps; on a fine one that happens once in 10^9 stamps, and
+// costs only a re-read).
+func settled(at, stamp time.Time) bool {
+	margin := mtimeMargin
+	if stamp.Nanosecond() == 0 {
+		margin = coarseMargin
+	}
+	return at.Sub(stamp) >= margin
 }
 
 // invalidateLocked drops the index, so that the next refresh lists the
@@ -1186,13 +1242,14 @@ func (q *Queue) Close() error {
 		close(q.list.done)
 		q.list.done = nil
 	}
-	q.list.notifying, q.list.armed = false, false
+	q.list.notifying, q.list.armed, q.list.rewatch = false, false, false
 	q.list.mu.Unlock()
 	q.claims.mu.Lock()
 	if q.claims.watch != nil {
 		err = errors.Join(err, q.claims.watch.Close())
 		q.claims.watch = nil
 	}
+	q.claims.rewatch = false
 	q.claims.mu.Unlock()
 	return err
 }

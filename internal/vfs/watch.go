@@ -1,5 +1,7 @@
 package vfs
 
+import "errors"
+
 // DirEvent is one change to a directory's entries seen by a DirWatch.
 type DirEvent struct {
 	// Name is the entry's name within the directory.
@@ -16,7 +18,11 @@ type DirEvent struct {
 // DirWatch reports changes to one directory's entries, made by any process.
 type DirWatch interface {
 	// Drain returns the events queued since the last call without blocking.
-	// overflow is true when events were lost (the caller must re-list).
+	// overflow is true when events were lost (the caller must re-list). An
+	// error means the watch can no longer be trusted to report every change
+	// - one wrapping [ErrWatchGone] that it never will again, as the
+	// directory was removed or moved away - so the caller must close it,
+	// watch the path anew and re-list.
 	Drain() (events []DirEvent, overflow bool, err error)
 	// Close stops watching.
 	Close() error
@@ -80,6 +86,11 @@ func (c *CountingFS) WatchDir(dir string, contents bool) (DirWatch, error) {
 
 // WatchDir implements Watcher (Linux only; see watch_*.go).
 func (OS) WatchDir(dir string, contents bool) (DirWatch, error) { return watchDir(dir, contents) }
+
+// ErrWatchGone is wrapped by the error of [DirWatch.Drain] once the watched
+// directory was removed or moved away: the path may name another directory
+// now (replaced by another process), whose changes the watch never reports.
+var ErrWatchGone = errors.New("vfs: watched directory removed or moved away")
 
 type noWatchError struct{}
 

@@ -23,6 +23,9 @@ type inotifyWatch struct {
 	mu  sync.Mutex
 	fd  int // -1 once closed
 	buf []byte
+	// gone: the kernel reported the directory removed or moved away
+	// (IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED); every Drain fails from then on.
+	gone bool
 	// efd is an eventfd that Close writes to wake the Waits (created by
 	// the first Wait; -1 before). waits counts the Waits in poll(2): Close
 	// closes the descriptors only once they have returned, so that no
@@ -109,30 +112,47 @@ func (w *inotifyWatch) Drain() ([]DirEvent, bool, error) {
 	if w.fd < 0 {
 		return nil, false, errors.New("vfs: watch closed")
 	}
+	if w.gone {
+		return nil, true, fmt.Errorf("vfs: inotify: %w", ErrWatchGone)
+	}
 	var out []DirEvent
 	overflow := false
+	// done is the answer once the kernel's queue is read: a watch whose
+	// directory went away reports nothing more, ever (see ErrWatchGone).
+	done := func() ([]DirEvent, bool, error) {
+		if w.gone {
+			return out, true, fmt.Errorf("vfs: inotify: %w", ErrWatchGone)
+		}
+		return out, overflow, nil
+	}
 	for {
 		n, err := unix.Read(w.fd, w.buf)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				return out, overflow, nil
+				return done()
 			}
 			return out, true, fmt.Errorf("vfs: read inotify: %w", err)
 		}
 		if n <= 0 {
-			return out, overflow, nil
+			return done()
 		}
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&w.buf[off]))
 			nameStart := off + unix.SizeofInotifyEvent
 			nameEnd := nameStart + int(ev.Len)
 			if nameEnd > n {
-				return out, true, nil
+				overflow = true
+				return done()
 			}
 			name := string(bytes.TrimRight(w.buf[nameStart:nameEnd], "\x00"))
 			off = nameEnd
 			switch {
-			case ev.Mask&unix.IN_Q_OVERFLOW != 0, ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0:
+			case ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0:
+				// The directory was removed or moved away: the path may
+				// name another directory now, which this watch never
+				// reports on (after a move it reports on the old one).
+				w.gone = true
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
 				overflow = true
 			case name == "":
 			case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:

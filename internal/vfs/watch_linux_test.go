@@ -3,6 +3,7 @@
 package vfs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -82,4 +83,41 @@ func TestWatchWaitWakesOnEventsAndClose(t *testing.T) {
 	expect("after Close", done, true)
 	expect("after Close (the second)", done2, true)
 	expect("on a closed watch", wait(), true)
+}
+
+// TestWatchDrainReportsDirectoryGone: once the watched directory is moved
+// away or removed, Drain fails with ErrWatchGone, and keeps failing: the
+// watch never reports on what the path names afterwards (after a move it
+// would go on reporting the old directory's changes as if they were the
+// path's).
+func TestWatchDrainReportsDirectoryGone(t *testing.T) {
+	for _, how := range []string{"rename", "remove"} {
+		t.Run(how, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			w, err := OS{}.WatchDir(dir, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if how == "rename" {
+				err = os.Rename(dir, dir+".old")
+			} else {
+				err = os.Remove(dir)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				if _, overflow, err := w.Drain(); !errors.Is(err, ErrWatchGone) || !overflow {
+					t.Fatalf("Drain %d after the directory was replaced = overflow %v, err %v; want ErrWatchGone", i, overflow, err)
+				}
+			}
+		})
+	}
 }
