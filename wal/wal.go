@@ -953,6 +953,11 @@ func (l *Log) follow(s *segment, id uint32) error {
 		if err := vfs.Datasync(s.f); err != nil {
 			return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
 		}
+		// The poison check after every sync of its own: what this sync made
+		// durable is acknowledged by Sync without another look.
+		if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
+			return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
+		}
 		l.smu.Lock()
 		l.durable = max(l.durable, l.written)
 		l.smu.Unlock()
