@@ -596,6 +596,13 @@ func (l *Log) Close() error {
 	}
 	l.mu.Unlock()
 	l.bg.Wait()
+	if l.group != nil {
+		// Before the registration goes: once it is free, a process can
+		// open the log alone and rebuild the page, and a sync of ours still
+		// running must not publish its mark into that page. It finds its
+		// words dead and syncs alone.
+		l.group.close()
+	}
 	if l.procLock != nil {
 		// The last registration stays, free, for the next Open to take
 		// over (register: Open then needs no free space); any other is
@@ -607,9 +614,6 @@ func (l *Log) Close() error {
 		}
 		_ = l.procLock.Unlock()
 		l.procLock = nil
-	}
-	if l.group != nil {
-		l.group.close() // a sync still running finds its words dead and syncs alone
 	}
 	return nil
 }
