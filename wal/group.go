@@ -236,13 +236,17 @@ func (l *Log) observe(d time.Duration) {
 // (package doc).
 func (l *Log) groupSync(g *group, s *segment, lo, end LSN) error {
 	bound := l.waitBound()
-	since := l.now()
+	// How long this process has waited is measured on the monotonic clock:
+	// a step of the wall clock (which lead needs, to compare claims across
+	// processes) must not stretch the wait bound.
+	start := time.Now()
 	for {
 		done := g.w.Load(wDone)
 		synced := LSN(g.w.Load(wSynced))
 		from := LSN(g.w.Load(wFrom)) // after synced: its publisher raised from first
 		lead := g.w.Load(wLead)
 		now := l.now()
+		since := now - int64(time.Since(start))
 		st, d := decide(synced, from, lo, end, int64(lead), now, since, bound)
 		switch st {
 		case stepDone:
