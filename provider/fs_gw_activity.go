@@ -309,7 +309,7 @@ func (p *FSProvider) gwRedoAct(q *fsqueue.Queue, g *fsqueue.ClaimGuard) error {
 		}
 		return unmarkClaim(g, c)
 	}
-	if err := p.wal.SyncThrough(lr.end); err != nil {
+	if err := p.wal.SyncThrough(lr.lsn, lr.end); err != nil {
 		return err
 	}
 	p.stats.redone.Add(1)

@@ -34,9 +34,11 @@ package provider
 //   - kill -9 after 3 (the record may be unsynced): the page cache outlives
 //     the process, so the next flock holder - a fetch, an ack, the sweep, or
 //     the checkpoint, which visits every record since the last checkpoint -
-//     sees the mark, finds the record, makes it durable (an fdatasync of its
-//     segment) and applies it. A staged file is published by rename, so once
-//     published and consumed there is nothing left to publish again.
+//     sees the mark, finds the record, makes it durable (wal's SyncThrough:
+//     its frame written again, then an fdatasync, so that a writeback error
+//     another process was told of cannot pass unseen) and applies it. A
+//     staged file is published by rename, so once published and consumed
+//     there is nothing left to publish again.
 //   - power loss, or a sync failure (below): the page cache is gone or
 //     cannot be trusted. The next process to open the directory while no
 //     other process has it open - and finds the boot id in wal/boot changed
@@ -290,7 +292,7 @@ func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string
 		// could consume what this apply publishes. (A parked record was
 		// durable before the checkpoint passed it.)
 		if !lr.parked {
-			if err := p.wal.SyncThrough(lr.end); err != nil {
+			if err := p.wal.SyncThrough(lr.lsn, lr.end); err != nil {
 				return err
 			}
 		}

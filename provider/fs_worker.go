@@ -441,7 +441,7 @@ func (p *FSProvider) redoMarkedWorkAck(g *fsqueue.ClaimGuard, c fsqueue.Claim) e
 		}
 		return unmarkClaim(g, c)
 	}
-	if err := p.wal.SyncThrough(lr.end); err != nil {
+	if err := p.wal.SyncThrough(lr.lsn, lr.end); err != nil {
 		return err
 	}
 	failpoint.Hit("workack.redo_start")

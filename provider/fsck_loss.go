@@ -56,6 +56,7 @@ func lossAction(key string) string {
 type historySeg struct {
 	base int
 	recs []history.Record
+	lsn  wal.LSN // its log record
 	end  wal.LSN // the end of its log record
 }
 
@@ -63,11 +64,11 @@ type historySeg struct {
 // holds since its checkpoint, in log order.
 func (r *fsckRun) loggedHistory(key string, exec uint64) []historySeg {
 	var segs []historySeg
-	add := func(base int, fence uint64, raws [][]byte, ids []uint64, end wal.LSN) {
+	add := func(base int, fence uint64, raws [][]byte, ids []uint64, lsn, end wal.LSN) {
 		if len(raws) == 0 || len(raws) != len(ids) {
 			return
 		}
-		s := historySeg{base: base, end: end}
+		s := historySeg{base: base, lsn: lsn, end: end}
 		for i, raw := range raws {
 			s.recs = append(s.recs, history.Record{ID: ids[i], Epoch: fence, Payload: raw})
 		}
@@ -78,12 +79,12 @@ func (r *fsckRun) loggedHistory(key string, exec uint64) []historySeg {
 		switch rec.Kind {
 		case "":
 			if rec.Key == key && rec.ExecutionID == exec {
-				add(rec.HistoryBase, rec.Fence, rec.History, rec.HistoryIDs, lr.end)
+				add(rec.HistoryBase, rec.Fence, rec.History, rec.HistoryIDs, lr.lsn, lr.end)
 			}
 		case kindGW:
 			for _, pt := range rec.GW.Parts {
 				if pt.Key == key && pt.Exec == exec {
-					add(pt.HistoryBase, pt.Fence, pt.History, pt.HistoryIDs, lr.end)
+					add(pt.HistoryBase, pt.Fence, pt.History, pt.HistoryIDs, lr.lsn, lr.end)
 				}
 			}
 		}
@@ -124,7 +125,7 @@ func (r *fsckRun) restoreFromLog(hp string, segs []historySeg, n int) (restored 
 		if s.base+len(s.recs) <= n {
 			continue
 		}
-		if err := r.p.wal.SyncThrough(s.end); err != nil {
+		if err := r.p.wal.SyncThrough(s.lsn, s.end); err != nil {
 			return restored, err
 		}
 		k, err := log.AppendAt(s.base, s.recs)

@@ -457,7 +457,8 @@ func (l *Log) SameBoot() bool { return l.sameBoot }
 func (l *Log) RebootedSinceUse() bool { return l.rebooted }
 
 // OpenReadOnly opens the log in dir for reading (Scan, Checkpoint,
-// CheckShared, SyncThrough): it writes nothing, registers nothing and takes
+// CheckShared; and SyncThrough for a repair, which writes a frame's own
+// bytes again): it writes nothing else, registers nothing and takes
 // no lock, so inspection tools can read a live directory. Append fails.
 func OpenReadOnly(fsys vfs.FS, dir string, opts Options) (*Log, error) {
 	size := opts.SegmentSize
@@ -1046,22 +1047,49 @@ func (l *Log) syncOnce() error {
 	return nil
 }
 
-// SyncThrough makes every frame before end durable, whoever wrote it: an
-// fdatasync of end's segment (and of this process's older ones, which its
-// rolls synced already). A process uses it before applying a frame another
-// process wrote and may not have synced (it died right after appending).
-func (l *Log) SyncThrough(end LSN) error {
+// SyncThrough makes the frame [lsn, end) durable, whoever wrote it. A
+// process uses it before applying a frame another process wrote and may not
+// have synced (it died right after appending).
+//
+// It writes the frame's bytes again where they are (the same bytes, read
+// back and checked) before its fdatasync. A sync alone could vouch for a
+// frame that is not on the disk: after a writeback error Linux marks the
+// pages clean but not written, and reports the error once to each
+// descriptor opened before it - so if the process told of it died before
+// writing POISONED, an fdatasync of a descriptor opened now succeeds without
+// writing anything. Written again, the pages are dirty, and this sync
+// writes them or reports that it could not (then the log is poisoned).
+func (l *Log) SyncThrough(lsn, end LSN) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	f, err := l.fs.OpenFile(l.segPath(end.Segment()), os.O_RDONLY, 0)
+	id, off := lsn.Segment(), int64(lsn.Offset())
+	n := int64(end.Offset()) - off
+	if end.Segment() != id || n < headerSize {
+		return fmt.Errorf("wal: sync through %v..%v: not one frame", lsn, end)
+	}
+	f, err := l.fs.OpenFile(l.segPath(id), os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", end.Segment(), err)
+		return fmt.Errorf("wal: sync segment %d: %w", id, err)
 	}
 	defer f.Close()
+	frame := make([]byte, n)
+	if _, err := f.ReadAt(frame, off); err != nil {
+		return fmt.Errorf("wal: sync through %v: read the frame: %w", lsn, err)
+	}
+	if p, ok := decode(frame); !ok || int64(headerSize+len(p)) != n {
+		return fmt.Errorf("wal: sync through %v..%v: no whole frame there", lsn, end)
+	}
+	_, err = f.Seek(off, io.SeekStart)
+	if err == nil {
+		_, err = f.Write(frame)
+	}
+	if err != nil {
+		return fmt.Errorf("wal: sync through %v: write the frame again: %w", lsn, err)
+	}
 	l.syncs.Add(1)
 	if err := vfs.Datasync(f); err != nil {
-		return l.poison(fmt.Errorf("sync segment %d: %w", end.Segment(), err))
+		return l.poison(fmt.Errorf("sync segment %d: %w", id, err))
 	}
 	return l.CheckShared()
 }
