@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -33,7 +34,9 @@ func TestMixedDurabilityCheckpointKeepsDurableAck(t *testing.T) {
 	popts.Durability, popts.Owner = ProcessCrashSafe, "pcs"
 	pcs, err := Open("/d", popts)
 	if err != nil {
-		t.Logf("a ProcessCrashSafe process is refused while a Durable one has the directory open: %v", err)
+		if !errors.Is(err, wal.ErrModeMismatch) {
+			t.Fatalf("Open in the other mode: %v, want wal.ErrModeMismatch (or the scenario below to hold)", err)
+		}
 		return
 	}
 
@@ -87,7 +90,9 @@ func TestMixedDurabilityGroupSyncCoversNothing(t *testing.T) {
 	popts.Durability, popts.Owner = ProcessCrashSafe, "pcs"
 	pcs, err := Open("/d", popts)
 	if err != nil {
-		t.Logf("a ProcessCrashSafe process is refused while a Durable one has the directory open: %v", err)
+		if !errors.Is(err, wal.ErrModeMismatch) {
+			t.Fatalf("Open in the other mode: %v, want wal.ErrModeMismatch (or the scenario below to hold)", err)
+		}
 		return
 	}
 	defer pcs.Close()
@@ -115,5 +120,39 @@ func TestMixedDurabilityGroupSyncCoversNothing(t *testing.T) {
 	})
 	if !found {
 		t.Errorf("after the power loss the Durable process's acknowledged frame is gone")
+	}
+}
+
+// TestOpenRefusesTheOtherDurabilityMode: while a directory is open, a
+// process in the other mode is refused (either way round); once the
+// directory's processes are gone, the next opener sets the mode.
+func TestOpenRefusesTheOtherDurabilityMode(t *testing.T) {
+	for _, first := range []Durability{Durable, ProcessCrashSafe} {
+		other := ProcessCrashSafe
+		if first == ProcessCrashSafe {
+			other = Durable
+		}
+		t.Run(first.String(), func(t *testing.T) {
+			mem := vfs.NewStrictMem()
+			mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
+			opts := Options{fs: mem, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog, Durability: first}
+			a := openT(t, "/d", opts)
+			same := openT(t, "/d", opts)
+			oopts := opts
+			oopts.Durability = other
+			if p, err := Open("/d", oopts); !errors.Is(err, wal.ErrModeMismatch) {
+				if p != nil {
+					p.Close()
+				}
+				t.Fatalf("Open(%v) while %v processes have the directory open: %v, want wal.ErrModeMismatch", other, first, err)
+			}
+			mustNoErr(t, a.Close())
+			mustNoErr(t, same.Close())
+			p, err := Open("/d", oopts)
+			if err != nil {
+				t.Fatalf("Open(%v) once the %v processes closed the directory: %v", other, first, err)
+			}
+			mustNoErr(t, p.Close())
+		})
 	}
 }
