@@ -138,6 +138,10 @@ func prepareDir(dir string, force bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l, err := wal.Open(ctx, vfs.OS{}, filepath.Join(dir, "wal"), wal.Options{Logger: slog.New(slog.DiscardHandler)})
+	if errors.Is(err, wal.ErrModeMismatch) {
+		// Only processes registered in the log have a mode.
+		return fmt.Errorf("%s is in use: another process has it open (see %s); stop it, or give another directory", dir, filepath.Join(dir, "wal", "procs"))
+	}
 	if err != nil {
 		return fmt.Errorf("%s: cannot tell whether a process has it open, so it is left as it is: %w", dir, err)
 	}

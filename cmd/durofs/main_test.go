@@ -86,22 +86,26 @@ func TestDemoEndToEnd(t *testing.T) {
 	if after := dirNames(t, dir); !slices.Equal(before, after) {
 		t.Errorf("a refused demo changed the directory: %d paths, was %d", len(after), len(before))
 	}
-	p, err := provider.Open(dir, provider.Options{SweepInterval: -1, CheckpointInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before = dirNames(t, dir)
-	if _, stderr, code := demo("--force"); code != exitFailure || !strings.Contains(stderr, "in use") {
-		t.Errorf("demo --force on a directory a process has open: exit %d, want %d and \"in use\"\n%s", code, exitFailure, stderr)
-	}
-	if after := dirNames(t, dir); !slices.Equal(before, after) {
-		t.Errorf("a refused demo --force changed the directory: %d paths, was %d", len(after), len(before))
-	}
-	if _, err := p.Instances(context.Background(), ""); err != nil {
-		t.Errorf("the open provider after a refused demo: %v", err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
+	// In either durability mode (a process-crash-safe one makes demo's
+	// own registration fail with wal.ErrModeMismatch: in use too).
+	for _, mode := range []provider.Durability{provider.Durable, provider.ProcessCrashSafe} {
+		p, err := provider.Open(dir, provider.Options{SweepInterval: -1, CheckpointInterval: -1, Durability: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = dirNames(t, dir)
+		if _, stderr, code := demo("--force"); code != exitFailure || !strings.Contains(stderr, "in use") {
+			t.Errorf("demo --force on a directory a %v process has open: exit %d, want %d and \"in use\"\n%s", mode, code, exitFailure, stderr)
+		}
+		if after := dirNames(t, dir); !slices.Equal(before, after) {
+			t.Errorf("a refused demo --force changed the directory: %d paths, was %d", len(after), len(before))
+		}
+		if _, err := p.Instances(context.Background(), ""); err != nil {
+			t.Errorf("the open provider after a refused demo: %v", err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Closed: --force starts afresh.
 	out, stderr, code = demo("--force")

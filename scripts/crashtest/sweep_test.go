@@ -452,7 +452,7 @@ func (s *sweep) runFlavor(flavor, dir string, env []string, args ...string) (out
 		}
 	}
 	if flavor == flavorShared {
-		release, err := holdLog(dir)
+		release, err := holdLog(dir, s.mode)
 		if err != nil {
 			return "", "", err
 		}
@@ -473,12 +473,12 @@ func simulateReboot(dir string) error {
 }
 
 // holdLog registers this process in dir's write-ahead log, as another
-// process using the directory would be, until release is called: a
-// provider that opens dir meanwhile does not replay the log.
-func holdLog(dir string) (release func(), err error) {
+// process using the directory in durability mode would be, until release
+// is called: a provider that opens dir meanwhile does not replay the log.
+func holdLog(dir string, mode provider.Durability) (release func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := wal.Open(ctx, vfs.OS{}, filepath.Join(dir, "wal"), wal.Options{SegmentSize: segmentSize})
+	l, err := wal.Open(ctx, vfs.OS{}, filepath.Join(dir, "wal"), wal.Options{SegmentSize: segmentSize, NoSync: mode == provider.ProcessCrashSafe})
 	if err != nil {
 		return nil, fmt.Errorf("hold the log of %s: %w", dir, err)
 	}
@@ -549,7 +549,7 @@ func (s *sweep) verify(c *sweepCase, dir string, remainder bool) {
 		return
 	}
 	if c.flavor == flavorShared {
-		release, err := holdLog(dir)
+		release, err := holdLog(dir, s.mode)
 		if err != nil {
 			c.fail("%v", err)
 			return

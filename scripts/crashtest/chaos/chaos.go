@@ -350,7 +350,7 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 	// open (as a live process would), so Open only finishes what the log
 	// and the pending marks show; the check then sees what the workers'
 	// live recovery achieved, nothing rewritten.
-	holder, err := wal.Open(ctx, vfs.OS{}, filepath.Join(data, "wal"), wal.Options{})
+	holder, err := wal.Open(ctx, vfs.OS{}, filepath.Join(data, "wal"), wal.Options{NoSync: durability == provider.ProcessCrashSafe})
 	if err != nil {
 		return nil, fmt.Errorf("final recovery: hold the log: %w", err)
 	}
