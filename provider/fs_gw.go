@@ -639,8 +639,13 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 				// The execution's history is shorter than this record's
 				// base: only a later record's removal of the execution
 				// can have done that (its removal reached the disk, the
-				// checkpoint did not). That record is replayed next.
-				if _, serr := p.fs.Stat(p.historyPath(key, pt.Exec)); vfs.IsNotExist(serr) {
+				// checkpoint did not). That record is replayed next. The
+				// file may also be that of a later execution of the same
+				// number (the instance was removed, its directory
+				// reclaimed, and the instance id created again): the
+				// later removal takes it away before that execution's
+				// records rewrite it.
+				if _, serr := p.fs.Stat(p.historyPath(key, pt.Exec)); vfs.IsNotExist(serr) || removedLater(ctx, key, pt.Exec) {
 					err = nil
 				}
 			}

@@ -433,16 +433,18 @@ func (p *FSProvider) replayAll(ctx context.Context) error {
 	for _, lr := range recs {
 		inLog[lr.rec.CommitID] = true
 	}
+	removals := replayRemovals(recs)
 	// Parked records are older than every record in the log. One the
 	// checkpoint did not pass after all is replayed from the log, in order.
 	for _, e := range parked {
 		if !inLog[e.lr.rec.CommitID] {
-			rs.replayKey(ctx, e.key, e.lr)
+			rs.replayKey(context.WithValue(ctx, replayPosKey{}, replayPos{removals: removals, at: -1}), e.key, e.lr)
 		}
 	}
 	stop := len(recs) // the first record the checkpoint cannot pass
 	unapplied := map[int][]string{}
 	for i, lr := range recs {
+		ctx := context.WithValue(ctx, replayPosKey{}, replayPos{removals: removals, at: i})
 		keys := keysOf(lr.rec)
 		if len(keys) == 0 { // a work item's or workflow activity's ack
 			if err := p.replayOne(ctx, lr.rec); err != nil {
@@ -509,6 +511,62 @@ func (p *FSProvider) replayAll(ctx context.Context) error {
 		return p.wal.ClearPoison()
 	}
 	return nil
+}
+
+// replayPos is where a replay is in the log (a context value of the
+// applies it runs): the index of the record being applied, and for every
+// instance key and execution the index of the last record that removes it.
+type replayPos struct {
+	removals map[string]int
+	at       int
+}
+
+type replayPosKey struct{}
+
+// replayRemovals indexes the records of a replay that remove executions: by
+// "<key>/<execution number>" a go-workflows part's removal of an execution,
+// by "<key>/" a deletion of the whole instance; the value is the index of
+// the last such record.
+func replayRemovals(recs []loggedRecord) map[string]int {
+	out := map[string]int{}
+	for i, lr := range recs {
+		switch lr.rec.Kind {
+		case kindDelete:
+			for _, m := range lr.rec.Members {
+				out[m.Key+"/"] = i
+			}
+		case kindGW:
+			if lr.rec.GW == nil {
+				continue
+			}
+			for _, pt := range lr.rec.GW.Parts {
+				for _, n := range pt.RemoveExecs {
+					out[fmt.Sprintf("%s/%d", pt.Key, n)] = i
+				}
+				if pt.DeleteInstanceFile {
+					out[pt.Key+"/"] = i
+				}
+			}
+		}
+	}
+	return out
+}
+
+// removedLater reports whether, in the replay ctx belongs to, a record
+// after the one being applied removes execution n of instance key: what
+// the file system shows of that execution may then be a later execution's
+// that reused its number (an instance id removed and created again), and
+// the record applied now cannot conflict with anything that lasts.
+func removedLater(ctx context.Context, key string, n uint64) bool {
+	pos, ok := ctx.Value(replayPosKey{}).(replayPos)
+	if !ok {
+		return false
+	}
+	if j, ok := pos.removals[key+"/"]; ok && j > pos.at {
+		return true
+	}
+	j, ok := pos.removals[fmt.Sprintf("%s/%d", key, n)]
+	return ok && j > pos.at
 }
 
 // replayState is what a replay learns about instances whose records fail.
