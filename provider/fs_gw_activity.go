@@ -339,8 +339,14 @@ func (p *FSProvider) gwEnsureAct(ctx, lctx context.Context, rec *commitRecord) (
 		return false, err
 	}
 	c, exists, err := q.PeekClaim(rec.Item)
+	if err != nil && !errors.Is(err, fsqueue.ErrCorrupt) {
+		// Not known to be applied: a checkpoint past it would make the
+		// redo take its mark for settled and drop the completion (see
+		// ensureApplied's work-item ack).
+		return false, err
+	}
 	if err != nil || !exists || workMark(c) != rec.CommitID {
-		return true, nil
+		return true, nil // unreadable claims are volatile, never a commit's mark
 	}
 	err = q.WithClaim(lctx, rec.Item, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) })
 	if err == nil {
