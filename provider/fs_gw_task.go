@@ -477,9 +477,20 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 			continue // another process's task is in flight (fs_held.go)
 		}
 		// A pending event's instance exists (its creation published it);
-		// one that was removed since has nothing to fetch.
+		// one that was removed since has nothing to fetch. Its event is
+		// dropped, as a fetch drops the events of any execution that is
+		// gone: an activity completion (or a deletion's concurrent one)
+		// can publish it after the removal, and left there it would stay
+		// visible for good, keeping every poller of the queue looking.
+		// It was listed before the instance's lock file was seen missing,
+		// and a creator makes the lock file before it publishes anything,
+		// so it is an event of an instance removed since.
 		g, ok, err := p.lockExisting(ctx, c.key, false)
 		if errors.Is(err, lease.ErrGone) {
+			if err := v.q.Delete(c.oldest); err != nil && !errors.Is(err, fsqueue.ErrNotFound) {
+				p.log.Warn("durofs: delete an event of a removed workflow instance", "queue", c.dir, "message", c.oldest, "err", err)
+			}
+			delete(tried, c.key+"/"+c.dir) // its next event, if any, is looked at too
 			continue
 		}
 		if err != nil {

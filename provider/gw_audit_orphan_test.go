@@ -1,0 +1,44 @@
+package provider
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestGWEventOfRemovedInstanceIsDropped: a workflow may finish without
+// waiting for an activity it scheduled, and a finished instance may be
+// removed (RemoveWorkflow, the auto-expiration) while that activity runs.
+// Its completion then publishes a pending event for an instance whose
+// directory is gone. A fetch must drop it, as it drops the events of any
+// execution that is gone: left in the queue it stays visible forever,
+// and every workflow task poller of the queue, in every process, passes
+// over it every poll interval (the queue is never quiet) for good.
+func TestGWEventOfRemovedInstanceIsDropped(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"x", "e1"}, WorkflowStart{Queue: "default", Name: "W"}, gwEv("s1", "WorkflowExecutionStarted", 0)))
+	task := gwFetchOf(t, p, "x")
+	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowFinished,
+		Executed:   []WorkflowEvent{gwEv("s1", "WorkflowExecutionStarted", 1), gwEv("act", "ActivityScheduled", 2), gwEv("fin", "WorkflowExecutionFinished", 3)},
+		Activities: []WorkflowActivity{{Queue: "acts", EventID: "act", Payload: []byte(`{}`)}}}))
+	at, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
+	mustNoErr(t, err)
+	if at == nil {
+		t.Fatal("no activity task")
+	}
+	mustNoErr(t, p.RemoveWorkflow(ctx, WorkflowRef{"x", "e1"}))
+	mustNoErr(t, p.CompleteWorkflowActivity(ctx, at.Token, gwEv("done", "ActivityCompleted", 0)))
+
+	if task := gwFetch(t, p); task != nil {
+		t.Fatalf("a task of the removed instance: %+v", task)
+	}
+	q, err := p.gwQueue(gwWorkflowQueue("default"))
+	mustNoErr(t, err)
+	if n, err := q.Len(); err != nil || n != 0 {
+		t.Fatalf("after a fetch pass the workflow queue holds %d event(s) of the removed instance (%v)", n, err)
+	}
+	if _, quiet, err := q.Quiet(p.nowMs()); err != nil || !quiet {
+		t.Fatalf("the workflow queue is not quiet (%v): its pollers look again every poll interval", err)
+	}
+}
