@@ -523,11 +523,13 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		var err error
 		if replay {
 			err = h.RewriteAt(rec.HistoryBase, recs)
-			if _, serr := p.fs.Stat(h.Path()); errors.Is(err, history.ErrConflict) && vfs.IsNotExist(serr) {
+			if _, serr := p.fs.Stat(h.Path()); errors.Is(err, history.ErrConflict) && (vfs.IsNotExist(serr) || removedLater(ctx, key, rec.ExecutionID)) {
 				// Shorter than the base because it is gone: a later
 				// record's prune or deletion removed the execution and
 				// that reached the disk before a checkpoint did. That
-				// record is replayed after this one.
+				// record is replayed after this one. (Or it is a later
+				// instance's of the same id, created again after a
+				// deletion that a later record of the log is.)
 				err = nil
 			}
 		} else {
