@@ -381,7 +381,13 @@ func (p *FSProvider) gwSweep(ctx context.Context, stagedAge, tempAge time.Durati
 			if err != nil || !exists || c.State != claimStateAcked {
 				continue
 			}
-			if err := q.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) }); err != nil {
+			wctx, cancel := context.WithTimeout(ctx, claimBusyWait)
+			err = q.WithClaim(wctx, name, func(g *fsqueue.ClaimGuard) error { return p.gwRedoAct(q, g) })
+			cancel()
+			if claimLockBusy(ctx, err) {
+				continue // its holder is at it (or stopped in it): next pass
+			}
+			if err != nil {
 				if p.wal.Err() != nil || ctx.Err() != nil {
 					return err
 				}
@@ -436,12 +442,20 @@ func (p *FSProvider) gwSweepStaged(ctx context.Context, q *fsqueue.Queue, minAge
 			if err != nil {
 				continue
 			}
-			err = aq.WithClaim(ctx, item, func(g *fsqueue.ClaimGuard) error {
+			// Its writer holds the task's lock from staging to apply: a
+			// writer stopped there must not hold up the pass (see
+			// sweepStaged).
+			wctx, cancel := context.WithTimeout(ctx, claimBusyWait)
+			err = aq.WithClaim(wctx, item, func(g *fsqueue.ClaimGuard) error {
 				if err := p.gwRedoAct(aq, g); err != nil {
 					return err
 				}
 				return p.removeStaged(q, sf.Name)
 			})
+			cancel()
+			if claimLockBusy(ctx, err) {
+				continue // its writer is at it: it may still commit this file
+			}
 			if err != nil {
 				return err
 			}

@@ -143,12 +143,20 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 			}
 			src := m.Attrs[attrSource]
 			if item, ok := strings.CutPrefix(src, "w:"); ok {
-				err = p.workQ.WithClaim(ctx, item, func(g *fsqueue.ClaimGuard) error {
+				// Its writer holds the item's lock from staging to apply: a
+				// writer stopped there (SIGSTOP) must not hold up the pass,
+				// nor Open's recovery. Busy: the file is decided next pass.
+				wctx, cancel := context.WithTimeout(ctx, claimBusyWait)
+				err = p.workQ.WithClaim(wctx, item, func(g *fsqueue.ClaimGuard) error {
 					if err := p.redoWorkAck(g); err != nil {
 						return err
 					}
 					return p.removeStaged(q, sf.Name)
 				})
+				cancel()
+				if claimLockBusy(ctx, err) {
+					continue // its writer is at it: it may still commit this file
+				}
 				if isStuck(err) {
 					continue // its work ack cannot be applied yet: it may publish this file
 				}
@@ -196,6 +204,14 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 		}
 	}
 	return nil
+}
+
+// claimLockBusy reports whether err is a bounded wait for a claim lock
+// that ran out while ctx (the caller's) is still live: the lock's holder is
+// in a section on the item (or stopped in one), and the caller goes on
+// without it.
+func claimLockBusy(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 
 // removeStaged removes an orphan staged file and counts it. One that is
