@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -52,11 +54,34 @@ func (p *FSProvider) sessionClaimable(sid, owner string) bool {
 	return !l.HeldAt(p.nowMs()) || l.Owner == owner
 }
 
+// sessionLockWait bounds how long a session operation waits for a
+// session's flock. Its holders keep it for one short read-check-write, but
+// a process stopped inside one (SIGSTOP, a frozen cgroup) keeps it until it
+// resumes, and no other process may wait that long (design.md §7): past
+// the bound the operation passes the session over (errSessionBusy).
+const sessionLockWait = claimWaitMax
+
+// errSessionBusy: a session's flock stayed held for sessionLockWait.
+var errSessionBusy = errors.New("durofs: session's lock is held by another process")
+
+// lockSession takes the flock of session sid, waiting at most
+// sessionLockWait (errSessionBusy past it, ctx's error if ctx ended).
+func (p *FSProvider) lockSession(ctx context.Context, lp, sp string) (*lease.Guard, error) {
+	wctx, cancel := context.WithTimeout(ctx, sessionLockWait)
+	defer cancel()
+	g, err := p.leases.Lock(wctx, lp, sp)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w: %w", errSessionBusy, err)
+	}
+	return g, err
+}
+
 // claimSession upserts the session row for owner if it is new, expired or
-// already owner's. It reports false if another owner holds it.
+// already owner's. It reports false if another owner holds it. A session
+// whose flock stays busy gives errSessionBusy.
 func (p *FSProvider) claimSession(ctx context.Context, sid, owner string, lockTimeout time.Duration) (bool, error) {
 	lp, sp := p.sessionPaths(sid)
-	g, err := p.leases.Lock(ctx, lp, sp)
+	g, err := p.lockSession(ctx, lp, sp)
 	if err != nil {
 		return false, err
 	}
@@ -80,10 +105,11 @@ func (p *FSProvider) claimSession(ctx context.Context, sid, owner string, lockTi
 }
 
 // touchSession bumps last_activity_at, only while the session lease is valid
-// (a former owner must not refresh a session someone else now owns).
+// (a former owner must not refresh a session someone else now owns). Best
+// effort: a session whose flock stays busy is not touched.
 func (p *FSProvider) touchSession(ctx context.Context, sid string) {
 	lp, sp := p.sessionPaths(sid)
-	g, err := p.leases.Lock(ctx, lp, sp)
+	g, err := p.lockSession(ctx, lp, sp)
 	if err != nil {
 		return
 	}
@@ -102,7 +128,9 @@ func (p *FSProvider) touchSession(ctx context.Context, sid string) {
 	}
 }
 
-// eachSession runs fn for every session row under its flock.
+// eachSession runs fn for every session row under its flock. A row whose
+// flock stays busy for sessionLockWait is passed over (its holder is in a
+// section on it, or stopped in one).
 func (p *FSProvider) eachSession(ctx context.Context, fn func(g *lease.Guard, cur lease.Lease, d sessionData, leasePath string) error) error {
 	dir := filepath.Join(p.dir, "sessions")
 	entries, err := p.fs.ReadDirNames(dir)
@@ -118,7 +146,10 @@ func (p *FSProvider) eachSession(ctx context.Context, fn func(g *lease.Guard, cu
 			continue
 		}
 		lp, sp := filepath.Join(dir, k+".lock"), filepath.Join(dir, n)
-		g, err := p.leases.Lock(ctx, lp, sp)
+		g, err := p.lockSession(ctx, lp, sp)
+		if errors.Is(err, errSessionBusy) {
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -109,6 +109,7 @@ func (p *FSProvider) FetchWorkItem(ctx context.Context, lockTimeout, pollTimeout
 
 func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration, session *SessionFetchConfig, tagFilter TagFilter) (*LockedWorkItem, error) {
 	const op = "fetch_work_item"
+	busy := map[string]bool{} // sessions whose flock stayed busy: passed over by this call
 	for {
 		sessions := map[string]bool{} // session id → claimable by this caller, memoized per pass
 		// The tag and session are in the item's body: read (through the
@@ -135,7 +136,7 @@ func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration
 			}
 			ok, seen := sessions[sid]
 			if !seen {
-				ok = p.sessionClaimable(sid, session.OwnerID)
+				ok = !busy[sid] && p.sessionClaimable(sid, session.OwnerID)
 				sessions[sid] = ok
 			}
 			return ok
@@ -162,6 +163,12 @@ func (p *FSProvider) tryFetchWork(ctx context.Context, lockTimeout time.Duration
 				// Lost the session to another owner between the check and the
 				// claim: undo the item claim (attempt included) and retry.
 				_ = p.workQ.Abandon(ctx, claimed.Claim.Token, 0, true)
+				if errors.Is(err, errSessionBusy) {
+					// Its flock's holder may be stopped: this call passes
+					// the session over and looks for other items.
+					busy[sid] = true
+					continue
+				}
 				if err != nil {
 					return nil, Retryablef(op, err, "claim session %q: %v", sid, err)
 				}
