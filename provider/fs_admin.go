@@ -270,13 +270,21 @@ func (p *FSProvider) GetQueueDepths(ctx context.Context) (QueueDepths, error) {
 		return d, Retryablef(op, err, "%v", err)
 	}
 	for _, n := range names {
-		_ = p.workQ.WithClaim(ctx, n, func(g *fsqueue.ClaimGuard) error {
+		// A claim lock that stays busy has a holder in a section on the
+		// item (a claim, renew or ack), or one stopped in it: counted as
+		// claimed rather than waited for.
+		wctx, cancel := context.WithTimeout(ctx, claimBusyWait)
+		err := p.workQ.WithClaim(wctx, n, func(g *fsqueue.ClaimGuard) error {
 			c, ok, err := g.Read()
 			if err == nil && ok && (c.State != "" || (c.Token != "" && c.LockedUntilMs > g.Now().UnixMilli())) {
 				claimed[n] = true
 			}
 			return nil
 		})
+		cancel()
+		if claimLockBusy(ctx, err) {
+			claimed[n] = true
+		}
 	}
 	for _, e := range wentries {
 		if !claimed[e.Name()] {
