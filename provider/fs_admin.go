@@ -357,7 +357,21 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return DeleteInstanceResult{}, err
 	}
 	for {
-		res, again, err := p.deleteAtomic(ctx, ids, force)
+		res, again, busy, err := p.deleteAtomic(ctx, ids, force)
+		if busy != "" {
+			// A member's flock stayed busy while this try held others:
+			// wait for it holding none (its holder may be stopped, and the
+			// members already locked must not wait with it), then try
+			// again from the start.
+			g, _, err := p.lockExisting(ctx, busy, true)
+			if err != nil && !errors.Is(err, lease.ErrGone) {
+				return res, Retryablef(op, err, "lock %s: %v", instanceIDOf(busy), err)
+			}
+			if g != nil {
+				g.Unlock()
+			}
+			continue
+		}
 		if !again {
 			return res, err
 		}
@@ -366,13 +380,24 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 }
 
+// deleteLockWait bounds how long a deletion that holds members' flocks
+// waits for the next member's flock. Each holder keeps a flock for one
+// short section (a fetch's look, an ack, a renewal), but one stopped inside
+// it (SIGSTOP, a frozen cgroup) keeps it until it resumes: a deletion
+// waiting for it with other members locked would stall every ack of those
+// for as long (design.md §7). Past the bound the try lets everything go.
+const deleteLockWait = claimWaitMax
+
 // deleteAtomic is one try of DeleteInstancesAtomic. again is true when the
 // redo of a member's pending commit reclaimed its directory (a deletion
-// committed before this one): the caller tries again from the start.
-func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, err error) {
+// committed before this one): the caller tries again from the start. busy
+// names a member whose flock stayed held for deleteLockWait while the try
+// held others: everything was let go, and the caller waits for it alone
+// before it tries again.
+func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, busy string, err error) {
 	const op = "delete_instances_atomic"
 	if len(ids) == 0 {
-		return res, false, nil
+		return res, false, "", nil
 	}
 	keyOf := map[string]string{}
 	for _, id := range ids {
@@ -383,7 +408,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		// An id with nothing to delete (a mistyped one) is not locked:
 		// there is nothing to delete, and nothing to create by locking.
 		if absent, err := p.instanceAbsent(k); err != nil {
-			return res, false, Retryablef(op, err, "%v", err)
+			return res, false, "", Retryablef(op, err, "%v", err)
 		} else if !absent {
 			keys = append(keys, k)
 		}
@@ -403,17 +428,25 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 			g.Unlock()
 		}
 	}()
-	for _, k := range keys {
-		g, err := p.lockInstance(ctx, k)
+	for i, k := range keys {
+		lctx, cancel := ctx, context.CancelFunc(func() {})
+		if i > 0 {
+			lctx, cancel = context.WithTimeout(ctx, deleteLockWait)
+		}
+		g, err := p.lockInstance(lctx, k)
+		cancel()
+		if err != nil && i > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return res, false, k, nil // the deferred unlock lets the others go
+		}
 		if err != nil {
-			return res, false, Retryablef(op, err, "lock %s: %v", keyOf[k], err)
+			return res, false, "", Retryablef(op, err, "lock %s: %v", keyOf[k], err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
-			return res, false, Retryablef(op, err, "recover pending commit of %s: %v", keyOf[k], err)
+			return res, false, "", Retryablef(op, err, "recover pending commit of %s: %v", keyOf[k], err)
 		}
 		if g.Reclaimed() {
-			return res, true, nil
+			return res, true, "", nil
 		}
 	}
 
@@ -423,24 +456,24 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	for _, k := range keys {
 		f, err := p.readInstanceFile(k)
 		if err != nil {
-			return res, false, Retryablef(op, err, "%v", err)
+			return res, false, "", Retryablef(op, err, "%v", err)
 		}
 		if f == nil {
 			continue
 		}
 		files[k] = f
 		if !force && f.Status == "Running" {
-			return res, false, Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
+			return res, false, "", Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
 		}
 	}
 	for _, id := range ids {
 		kids, err := p.childrenOf(id)
 		if err != nil {
-			return res, false, Retryablef(op, err, "%v", err)
+			return res, false, "", Retryablef(op, err, "%v", err)
 		}
 		for _, c := range kids {
 			if _, inSet := guards[c.key]; !inSet {
-				return res, false, Permanentf(op, ErrNotAllowed,
+				return res, false, "", Permanentf(op, ErrNotAllowed,
 					"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", c.f.Instance, id)
 			}
 		}
@@ -456,7 +489,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		}{{"orchestrator", p.orchQ}, {"worker", p.workQ}} {
 			qms, err := queuedFor(q.q, k)
 			if err != nil {
-				return res, false, Retryablef(op, err, "%v", err)
+				return res, false, "", Retryablef(op, err, "%v", err)
 			}
 			for _, m := range qms {
 				refsOf[k] = append(refsOf[k], queueRef{Queue: q.name, Name: m.Name})
@@ -466,7 +499,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	}
 	gwMsgs, err := p.gwDeletionRefs(ctx, keyOf)
 	if err != nil {
-		return res, false, Retryablef(op, err, "%v", err)
+		return res, false, "", Retryablef(op, err, "%v", err)
 	}
 	for _, f := range files {
 		if f.Record != nil {
@@ -480,7 +513,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		res.QueueMessagesDeleted += uint64(len(refs))
 	}
 	if len(files) == 0 && res.QueueMessagesDeleted == 0 {
-		return res, false, nil
+		return res, false, "", nil
 	}
 
 	// One record deletes them all (the commit point, fs_wal.go), marked in
@@ -499,19 +532,19 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	}
 	failpoint.Hit("delete.before_commit")
 	if err := p.commitLocked(ctx, gs, rec); err != nil {
-		return DeleteInstanceResult{}, false, Retryablef(op, err, "commit deletion: %v", err)
+		return DeleteInstanceResult{}, false, "", Retryablef(op, err, "commit deletion: %v", err)
 	}
 	afterCommitPoint("delete")
 	failpoint.Hit("delete.after_commit")
 	for _, m := range rec.Members {
 		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
 			p.applyDeferredTo(ctx, "deletion", m.Key, m.Instance, rec, err)
-			return res, false, nil
+			return res, false, "", nil
 		}
 		failpoint.Hit("delete.after_member_applied")
 	}
 	p.notify(wakeAll)
-	return res, false, nil
+	return res, false, "", nil
 }
 
 // instDirExists reports whether the instance directory of key exists.
