@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -599,6 +600,9 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 	if err := p.deleteRefs(ctx, m.Delete); err != nil {
 		return err
 	}
+	if err := p.deleteCompletions(m); err != nil {
+		return err
+	}
 	failpoint.Hit("delete.member_after_messages")
 	if err := p.fs.Remove(p.instFilePath(m.Key)); err != nil && !vfs.IsNotExist(err) {
 		return err
@@ -622,6 +626,41 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 		return g.Write(lease.Lease{Fence: cur.Fence, Data: orchState{Pending: st.Pending, Queued: st.Queued}.encode()})
 	}
 	return p.reclaimInstance(g, m.Key)
+}
+
+// deleteCompletions deletes the completions that work acks of m's worker
+// items published to m's instance (their source is "w:<item>"). Such an ack
+// may have committed before the deletion and been applied only after the
+// deletion listed the instance's messages: it held the item's claim lock,
+// which deleteRefs waited for, so every such completion is published by
+// now (or the ack never commits: the item is gone). A replay applies the
+// acks that precede the deletion in the log first, so it deletes the same.
+// (Not covered: an ack that checked its item before the deletion's commit
+// and committed after it. Live, its completion is deleted here all the
+// same; a replay after a power loss restores it after the deletion. Only
+// taking the items' claim locks before the commit would close that.)
+func (p *FSProvider) deleteCompletions(m deleteMember) error {
+	srcs := map[string]bool{}
+	for _, r := range m.Delete {
+		if r.Queue == "worker" {
+			srcs["w:"+r.Name] = true
+		}
+	}
+	if len(srcs) == 0 {
+		return nil
+	}
+	msgs, err := queuedFor(p.orchQ, m.Key)
+	if err != nil {
+		return err
+	}
+	for _, q := range msgs {
+		if srcs[q.Attrs[attrSource]] {
+			if err := p.orchQ.Delete(q.Name); err != nil && !vfs.IsNotExist(err) {
+				return fmt.Errorf("delete orchestrator/%s: %w", q.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // DeleteInstanceBulk implements Admin: terminal root instances matching

@@ -637,6 +637,28 @@ func deleteClaimed(ctx context.Context, q *fsqueue.Queue, name string) error {
 	return err
 }
 
+// deleteWorkItem deletes worker item name under its claim lock, waiting at
+// most claimWaitMax for it (errClaimBusy), after finishing a work ack of it
+// that is committed and not yet applied (its completion is published
+// first: that ack comes before this deletion in the log). ENOENT means
+// done.
+func (p *FSProvider) deleteWorkItem(ctx context.Context, name string) error {
+	wctx, cancel := context.WithTimeout(ctx, claimWaitMax)
+	defer cancel()
+	err := p.workQ.WithClaim(wctx, name, func(g *fsqueue.ClaimGuard) error {
+		if p.wal.Err() == nil { // poisoned: a replay restores what the ack published
+			if err := p.redoWorkAck(g); err != nil {
+				return err
+			}
+		}
+		return p.workQ.Delete(name)
+	})
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", errClaimBusy, err)
+	}
+	return err
+}
+
 // deleteRefs deletes queue messages (and a worker item's claim, under the
 // item's lock; messages of workflow queues as gwDelete does). ENOENT means
 // done.
@@ -647,7 +669,7 @@ func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
 		if _, _, gw := gwQueueName(r.Queue); gw {
 			err = p.gwDeleteOne(ctx, r)
 		} else if r.Queue == "worker" {
-			err = deleteClaimed(ctx, q, r.Name)
+			err = p.deleteWorkItem(ctx, r.Name)
 		} else {
 			err = q.Delete(r.Name)
 		}

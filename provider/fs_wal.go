@@ -1030,6 +1030,8 @@ func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
 		// parent's sync; the index entries' by their directory's (or its
 		// parent's, if it went too).
 		dirs[filepath.Join(p.dir, "instances")] = true
+		// Completions of the members' worker items (deleteCompletions).
+		dirs[qdir("orchestrator")] = true
 		for _, m := range rec.Members {
 			dirs[p.instDir(m.Key)] = true
 			if m.Parent != nil {
