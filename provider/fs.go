@@ -312,6 +312,14 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 		}
 		return nil
 	}
+	if !l.ReadOnly() {
+		// Alone: no writer is alive, so an empty staged file is a dead
+		// writer's (tornStaged leaves them to this). Before Ready: no
+		// other process can start writing meanwhile.
+		if err := p.removeEmptyStaged(); err != nil {
+			p.log.Warn("durofs: open: empty staged files of dead writers stay", "dir", p.dir, "err", err)
+		}
+	}
 	if l.SameBoot() && l.Err() == nil {
 		// Alone, but in the same boot as every process before and no sync
 		// failed: the page cache holds what they applied, and Recover

@@ -431,6 +431,9 @@ func (p *FSProvider) gwSweepStaged(ctx context.Context, q *fsqueue.Queue, minAge
 		}
 		m, err := q.ReadStaged(sf.Name)
 		if errors.Is(err, fsqueue.ErrCorrupt) {
+			if !p.tornStaged(q, sf.Name, minAge) {
+				continue // maybe a live writer's (see tornStaged)
+			}
 			m = fsqueue.Message{}
 		} else if err != nil {
 			continue

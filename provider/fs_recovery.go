@@ -135,6 +135,9 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 			}
 			m, err := q.ReadStaged(sf.Name)
 			if errors.Is(err, fsqueue.ErrCorrupt) {
+				if !p.tornStaged(q, sf.Name, minAge) {
+					continue // maybe a live writer's, between its create and its write
+				}
 				// Left partial by a crash while it was written: its record,
 				// if any, carries its bytes; the file itself is garbage.
 				m = fsqueue.Message{}
@@ -200,6 +203,52 @@ func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) erro
 			}
 			if err != nil {
 				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tornStaged reports whether q's staged file name, which does not parse
+// (read after the caller listed it), was left partial by a writer that
+// died, so that it can be removed without its writer's lock (which its
+// unreadable source does not name). A staged file is written in place
+// (vfs.WriteNew): created, then written with one write. A writer stopped
+// (SIGSTOP) between the two leaves an empty file for as long as it is
+// stopped, then resumes, writes, commits and publishes it by rename: an
+// empty file is never removed here (a dead writer's is left to fsck
+// --repair). A write updates the file's time before its bytes land, so a
+// partial read of a write in progress finds the file younger than minAge.
+// What is left - non-empty, unparseable, unwritten for minAge - is a
+// writer's that died in the middle of its write (or a power loss's).
+func (p *FSProvider) tornStaged(q *fsqueue.Queue, name string, minAge time.Duration) bool {
+	fi, err := p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+name+".json"))
+	return err == nil && fi.Size() > 0 && time.Since(fi.ModTime()) >= minAge
+}
+
+// removeEmptyStaged removes the empty staged files of every queue. Only a
+// process that has the log alone (before Ready) calls it: no writer is
+// alive then, so none is between its create and its write.
+func (p *FSProvider) removeEmptyStaged() error {
+	qs := []*fsqueue.Queue{p.orchQ, p.workQ}
+	err := p.gwEachQueue(func(_ string, _ bool, q *fsqueue.Queue) error {
+		qs = append(qs, q)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		staged, err := q.Staged()
+		if err != nil {
+			return err
+		}
+		for _, sf := range staged {
+			fi, err := p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+sf.Name+".json"))
+			if err == nil && fi.Size() == 0 {
+				if err := p.removeStaged(q, sf.Name); err != nil {
+					return err
+				}
 			}
 		}
 	}
