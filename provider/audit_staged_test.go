@@ -119,3 +119,26 @@ func TestOpenAloneRemovesEmptyStagedFiles(t *testing.T) {
 		t.Errorf("an empty staged file stays after an Open alone: %v", err)
 	}
 }
+
+// TestFsckRepairKeepsAnEmptyStagedFileWhileOthersRun: fsck --repair beside
+// live processes must not quarantine an empty staged file either: it may be
+// a stopped writer's, between its create and its write (see
+// TestSweepKeepsAnEmptyStagedFileOfALiveWriter). On main it moved it to
+// quarantine/.
+func TestFsckRepairKeepsAnEmptyStagedFileWhileOthersRun(t *testing.T) {
+	dir := t.TempDir()
+	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}) // a live process
+	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
+	mustNoErr(t, err)
+	m = named(p.orchQ, m)
+	path := filepath.Join(p.orchQ.Dir(), ".staged-"+m.Name+".json")
+	mustNoErr(t, os.WriteFile(path, nil, 0o644))
+	old := time.Now().Add(-time.Hour)
+	mustNoErr(t, os.Chtimes(path, old, old))
+	if _, err := Fsck(context.Background(), dir, FsckOptions{Repair: true, Logger: quietLog}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatalf("fsck --repair beside a live process removed an empty staged file: %v", err)
+	}
+}

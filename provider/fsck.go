@@ -1382,6 +1382,11 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 		f.Action = "fsck --repair moves it to quarantine/ unless a pending commit names it"
 		if r.stagedNamedByCommit(name) {
 			f.Action = "not repairable: a pending commit names it and will publish it"
+		} else if fi.Size() == 0 && !r.p.wal.Alone() {
+			// A writer stopped between its create and its write leaves an
+			// empty staged file; it resumes, commits and publishes it by
+			// rename (see tornStaged).
+			f.Action = "not repairable while other processes use the directory: it may be a stopped writer's (the first process to open the directory alone removes it)"
 		} else if r.repair {
 			dest, err := r.quarantineFile(path, fmt.Sprintf("unparseable staged message: %v", err))
 			r.fixed(f, err, "moved to "+dest)
