@@ -365,7 +365,7 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 	res.finalRecovery = fp.RecoveryStats()
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer ccancel()
-	in := invariants.Input{Oracle: b.Oracle(), Specs: d.started(), Provider: fp}
+	in := invariants.Input{Oracle: b.Oracle(), Specs: d.started(), Provider: fp, Shared: true}
 	res.report, err = invariants.Check(cctx, data, in)
 	if cerr := fp.Close(); cerr != nil && err == nil {
 		err = cerr
@@ -381,7 +381,7 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	res.replayed = rp.RecoveryStats().RecordsReplayed
-	in.Provider = rp
+	in.Provider, in.Shared = rp, false
 	res.replayReport, err = invariants.Check(cctx, data, in)
 	if cerr := rp.Close(); cerr != nil && err == nil {
 		err = cerr

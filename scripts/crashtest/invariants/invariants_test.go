@@ -570,3 +570,37 @@ func cloneOracle(o *oracle.Oracle) *oracle.Oracle {
 	}
 	return &c
 }
+
+// TestEmptyStagedFileBesideALiveProcess: an empty staged file (a writer
+// killed between creating and writing it) breaks quiescence, unless the
+// check is of a recovery beside a live process (Input.Shared), where the
+// sweep must leave it (it cannot tell it from a stopped writer's); a
+// non-empty one breaks it either way.
+func TestEmptyStagedFileBesideALiveProcess(t *testing.T) {
+	f := healthy(t)
+	for _, c := range []struct {
+		name    string
+		content string
+		shared  bool
+		want    bool // a violation of invariant 5
+	}{
+		{"empty, alone", "", false, true},
+		{"empty, beside a live process", "", true, false},
+		{"partial, beside a live process", `{"na`, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyDir(t, f.dir)
+			name := filepath.Join(dir, "queues", "worker", ".staged-01KJMQQY40TKHG7D7C7EW05Z9V.01KJMMA2G5.DFVYHP2RFJW42.json")
+			if err := os.WriteFile(name, []byte(c.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := invariants.Check(context.Background(), dir, invariants.Input{Oracle: f.orc, Specs: f.specs, Shared: c.shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := !r.OK(); got != c.want {
+				t.Fatalf("violation = %v (%s), want %v", got, r.Breakdown(), c.want)
+			}
+		})
+	}
+}
