@@ -114,7 +114,7 @@ func TestOpenAloneRemovesEmptyStagedFiles(t *testing.T) {
 	}
 	mustNoErr(t, p.Close())
 
-	p = openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Errorf("an empty staged file stays after an Open alone: %v", err)
 	}
