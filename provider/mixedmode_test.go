@@ -12,6 +12,28 @@ import (
 	"github.com/durofs/durofs/wal"
 )
 
+// openBothModes opens /d of a strict in-memory FS with a Durable provider,
+// then tries a ProcessCrashSafe one beside it: nil if Open refused it with
+// wal.ErrModeMismatch (any other error fails the test).
+func openBothModes(t *testing.T) (*vfs.MemFS, Options, *FSProvider, *FSProvider) {
+	t.Helper()
+	mem := vfs.NewStrictMem()
+	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
+	mem.MarkAllSynced()
+	opts := Options{fs: mem, Clock: clock.NewManual(time.Now()), SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog, Owner: "durable"}
+	d := openT(t, "/d", opts)
+	popts := opts
+	popts.Durability, popts.Owner = ProcessCrashSafe, "pcs"
+	pcs, err := Open("/d", popts)
+	if err != nil {
+		if !errors.Is(err, wal.ErrModeMismatch) {
+			t.Fatalf("Open in the other mode: %v, want wal.ErrModeMismatch (or the scenarios to hold)", err)
+		}
+		return mem, opts, d, nil
+	}
+	return mem, opts, d, pcs
+}
+
 // TestMixedDurabilityCheckpointKeepsDurableAck: a Durable process and a
 // ProcessCrashSafe process open one directory (nothing refuses it). The
 // Durable process acknowledges an ack - its record durable in the log, its
@@ -23,21 +45,9 @@ import (
 // refused, or the Durable process's ack must survive.
 func TestMixedDurabilityCheckpointKeepsDurableAck(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
-	mem.MarkAllSynced()
-	clk := clock.NewManual(time.Now())
-	opts := Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog, Owner: "durable"}
-	d := openT(t, "/d", opts)
-
-	popts := opts
-	popts.Durability, popts.Owner = ProcessCrashSafe, "pcs"
-	pcs, err := Open("/d", popts)
-	if err != nil {
-		if !errors.Is(err, wal.ErrModeMismatch) {
-			t.Fatalf("Open in the other mode: %v, want wal.ErrModeMismatch (or the scenario below to hold)", err)
-		}
-		return
+	mem, opts, d, pcs := openBothModes(t)
+	if pcs == nil {
+		return // refused: what the scenario needs
 	}
 
 	mustNoErr(t, d.EnqueueForOrchestrator(ctx, StartOrchestration{Instance: "a", Orchestration: "o", ExecutionID: 1}, 0))
@@ -80,20 +90,9 @@ func TestMixedDurabilityCheckpointKeepsDurableAck(t *testing.T) {
 // a power loss loses it.
 func TestMixedDurabilityGroupSyncCoversNothing(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
-	mem.MarkAllSynced()
-	clk := clock.NewManual(time.Now())
-	opts := Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog, Owner: "durable"}
-	d := openT(t, "/d", opts)
-	popts := opts
-	popts.Durability, popts.Owner = ProcessCrashSafe, "pcs"
-	pcs, err := Open("/d", popts)
-	if err != nil {
-		if !errors.Is(err, wal.ErrModeMismatch) {
-			t.Fatalf("Open in the other mode: %v, want wal.ErrModeMismatch (or the scenario below to hold)", err)
-		}
-		return
+	mem, _, d, pcs := openBothModes(t)
+	if pcs == nil {
+		return // refused: what the scenario needs
 	}
 	defer pcs.Close()
 
