@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
 
@@ -89,4 +91,16 @@ func noPendingState(t *testing.T, p *FSProvider, insts ...string) {
 			t.Errorf("staged files in %s: %v, %v", q.Dir(), s, err)
 		}
 	}
+}
+
+// strictMemT opens a provider on /d of a strict in-memory file system
+// (power loss: mem.Crash), with the background sweep and checkpoint off;
+// opts reopens it.
+func strictMemT(t *testing.T) (*vfs.MemFS, Options, *FSProvider) {
+	t.Helper()
+	mem := vfs.NewStrictMem()
+	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
+	mem.MarkAllSynced()
+	opts := Options{fs: mem, Clock: clock.NewManual(time.Now()), SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
+	return mem, opts, openT(t, "/d", opts)
 }

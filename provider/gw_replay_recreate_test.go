@@ -3,22 +3,7 @@ package provider
 import (
 	"context"
 	"testing"
-	"time"
-
-	"github.com/durofs/durofs/internal/clock"
-	"github.com/durofs/durofs/internal/vfs"
 )
-
-// gwAuditMem opens a provider on a strict in-memory file system (power
-// loss: mem.Crash), with the background sweep and checkpoint off.
-func gwAuditMem(t *testing.T) (*vfs.MemFS, Options, *FSProvider) {
-	t.Helper()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
-	mem.MarkAllSynced()
-	opts := Options{fs: mem, Clock: clock.NewManual(time.Now()), SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
-	return mem, opts, openT(t, "/d", opts)
-}
 
 // TestGWReplayAfterRemovalAndRecreation: an instance id whose last
 // execution was removed (its directory reclaimed) and that was created
@@ -32,7 +17,7 @@ func gwAuditMem(t *testing.T) (*vfs.MemFS, Options, *FSProvider) {
 // behind one that can never be applied.
 func TestGWReplayAfterRemovalAndRecreation(t *testing.T) {
 	ctx := context.Background()
-	mem, opts, p := gwAuditMem(t)
+	mem, opts, p := strictMemT(t)
 	start := WorkflowStart{Queue: "default", Name: "W"}
 
 	// The first incarnation of x: three events (checkpointed), then two

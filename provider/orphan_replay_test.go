@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/durofs/durofs/internal/clock"
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // TestReplayDoesNotResurrectDroppedOrphan: an ack publishes a QueueMessage
@@ -18,13 +15,7 @@ import (
 // redo in log order resurrects a message that was consumed outside the log.
 func TestReplayDoesNotResurrectDroppedOrphan(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
-	mem.MarkAllSynced()
-	clk := clock.NewManual(time.Now())
-	opts := Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
-	p, err := Open("/d", opts)
-	mustNoErr(t, err)
+	mem, opts, p := strictMemT(t)
 
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, StartOrchestration{Instance: "p", Orchestration: "o", ExecutionID: 1}, 0))
 	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/durofs/durofs/internal/clock"
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // TestReplayAfterDeleteAndRecreate is TestGWReplayAfterRemovalAndRecreation
@@ -17,11 +14,7 @@ import (
 // deletion is replayed after them), not leave the instance stuck.
 func TestReplayAfterDeleteAndRecreate(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
-	mem.MarkAllSynced()
-	opts := Options{fs: mem, Clock: clock.NewManual(time.Now()), SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
-	p := openT(t, "/d", opts)
+	mem, opts, p := strictMemT(t)
 	turn := func(m ExecutionMetadata, events ...Event) {
 		it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 		if err != nil || it == nil {
