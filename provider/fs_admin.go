@@ -364,12 +364,8 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 			// wait for it holding none (its holder may be stopped, and the
 			// members already locked must not wait with it), then try
 			// again from the start.
-			g, _, err := p.lockExisting(ctx, busy, true)
-			if err != nil && !errors.Is(err, lease.ErrGone) {
+			if err := p.awaitFree(ctx, busy); err != nil {
 				return res, Retryablef(op, err, "lock %s: %v", instanceIDOf(busy), err)
-			}
-			if g != nil {
-				g.Unlock()
 			}
 			continue
 		}
@@ -381,18 +377,10 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	}
 }
 
-// deleteLockWait bounds how long a deletion that holds members' flocks
-// waits for the next member's flock. Each holder keeps a flock for one
-// short section (a fetch's look, an ack, a renewal), but one stopped inside
-// it (SIGSTOP, a frozen cgroup) keeps it until it resumes: a deletion
-// waiting for it with other members locked would stall every ack of those
-// for as long (design.md §7). Past the bound the try lets everything go.
-const deleteLockWait = claimWaitMax
-
 // deleteAtomic is one try of DeleteInstancesAtomic. again is true when the
 // redo of a member's pending commit reclaimed its directory (a deletion
 // committed before this one): the caller tries again from the start. busy
-// names a member whose flock stayed held for deleteLockWait while the try
+// names a member whose flock stayed busy (lockNext) while the try
 // held others: everything was let go, and the caller waits for it alone
 // before it tries again.
 func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, busy string, err error) {
@@ -429,14 +417,9 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 			g.Unlock()
 		}
 	}()
-	for i, k := range keys {
-		lctx, cancel := ctx, context.CancelFunc(func() {})
-		if i > 0 {
-			lctx, cancel = context.WithTimeout(ctx, deleteLockWait)
-		}
-		g, err := p.lockInstance(lctx, k)
-		cancel()
-		if err != nil && i > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	for _, k := range keys {
+		g, busy, err := p.lockNext(ctx, k, len(guards))
+		if busy {
 			return res, false, k, nil // the deferred unlock lets the others go
 		}
 		if err != nil {

@@ -191,7 +191,8 @@ func (p *FSProvider) gwStageEvent(into *gwPart, src string, instance string, ex 
 }
 
 // gwLock takes the flocks of keys in sorted order (so that two callers never
-// deadlock) and finishes their pending commits.
+// deadlock) and finishes their pending commits. It never waits long for one
+// while it holds others (lockNext).
 //
 // Locking creates the directory of an instance that does not exist (a
 // creation, or events to an instance that turns out to be gone); unlock
@@ -201,7 +202,13 @@ func (p *FSProvider) gwLock(ctx context.Context, keys []string) (map[string]*lea
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	for {
-		guards, unlock, again, err := p.gwLockOnce(ctx, keys)
+		guards, unlock, again, busy, err := p.gwLockOnce(ctx, keys)
+		if busy != "" {
+			if err := p.awaitFree(ctx, busy); err != nil {
+				return nil, nil, fmt.Errorf("lock instance: %w", err)
+			}
+			continue
+		}
 		if !again {
 			return guards, unlock, err
 		}
@@ -211,11 +218,12 @@ func (p *FSProvider) gwLock(ctx context.Context, keys []string) (map[string]*lea
 // gwLockOnce is one try of gwLock: again is true (with everything
 // unlocked) when a pending commit finished under a key's flock was its
 // removal, which reclaimed its directory: its successor, if any, is locked
-// anew.
-func (p *FSProvider) gwLockOnce(ctx context.Context, keys []string) (map[string]*lease.Guard, func(), bool, error) {
-	guards := map[string]*lease.Guard{}
+// anew. busy names a key whose flock stayed busy while the try held others
+// (everything unlocked): the caller waits for it alone and tries again.
+func (p *FSProvider) gwLockOnce(ctx context.Context, keys []string) (guards map[string]*lease.Guard, unlock func(), again bool, busy string, err error) {
+	guards = map[string]*lease.Guard{}
 	fresh := map[string]bool{} // keys without a lease when locked
-	unlock := func() {
+	unlock = func() {
 		for k, g := range guards {
 			if fresh[k] {
 				if err := p.reclaimIfEmpty(g, k); err != nil {
@@ -226,25 +234,29 @@ func (p *FSProvider) gwLockOnce(ctx context.Context, keys []string) (map[string]
 		}
 	}
 	for _, k := range keys {
-		g, err := p.lockInstance(ctx, k)
+		g, isBusy, err := p.lockNext(ctx, k, len(guards))
+		if isBusy {
+			unlock()
+			return nil, nil, false, k, nil
+		}
 		if err != nil {
 			unlock()
-			return nil, nil, false, fmt.Errorf("lock instance: %w", err)
+			return nil, nil, false, "", fmt.Errorf("lock instance: %w", err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
 			unlock()
-			return nil, nil, false, fmt.Errorf("recover pending commit: %w", err)
+			return nil, nil, false, "", fmt.Errorf("recover pending commit: %w", err)
 		}
 		if g.Reclaimed() {
 			unlock()
-			return nil, nil, true, nil
+			return nil, nil, true, "", nil
 		}
 		if _, ok, err := g.Read(); err == nil && !ok {
 			fresh[k] = true
 		}
 	}
-	return guards, unlock, false, nil
+	return guards, unlock, false, "", nil
 }
 
 // gwCommit commits a "gw" record of builds (marked in each part's lease) and

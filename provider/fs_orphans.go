@@ -130,6 +130,26 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // a global order, as deletions take them
+	cutoff := p.nowMs() - minAge.Milliseconds()
+	for {
+		drained, busy, err := p.drainOnce(ctx, keys, cutoff)
+		if busy == "" {
+			return drained, err
+		}
+		// An instance's flock stayed busy while the try held others: wait
+		// for it holding none (lockNext), then try again.
+		if err := p.awaitFree(ctx, busy); err != nil {
+			return nil, Retryablef(op, err, "lock %s: %v", instanceIDOf(busy), err)
+		}
+	}
+}
+
+// drainOnce is one try of DrainOrphanMessages over keys (sorted), for
+// messages enqueued at or before cutoff. busy names an instance whose flock
+// stayed busy (lockNext) while the try held others: everything was let go
+// and nothing committed.
+func (p *FSProvider) drainOnce(ctx context.Context, keys []string, cutoff int64) (_ []QueuedMessage, busy string, _ error) {
+	const op = "drain_orphan_messages"
 	guards := map[string]*lease.Guard{}
 	drainedKeys := map[string]bool{}
 	defer func() {
@@ -144,18 +164,20 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 			g.Unlock()
 		}
 	}()
-	cutoff := p.nowMs() - minAge.Milliseconds()
 	rec := &commitRecord{Kind: kindDelete, CommittedMs: p.nowMs()}
 	var gs []*lease.Guard
 	var drained []QueuedMessage
 	for _, k := range keys {
-		g, err := p.lockInstance(ctx, k)
+		g, isBusy, err := p.lockNext(ctx, k, len(guards))
+		if isBusy {
+			return nil, k, nil
+		}
 		if err != nil {
-			return nil, Retryablef(op, err, "lock %s: %v", instanceIDOf(k), err)
+			return nil, "", Retryablef(op, err, "lock %s: %v", instanceIDOf(k), err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
-			return nil, Retryablef(op, err, "recover pending commit of %s: %v", instanceIDOf(k), err)
+			return nil, "", Retryablef(op, err, "recover pending commit of %s: %v", instanceIDOf(k), err)
 		}
 		if g.Reclaimed() {
 			continue // a deletion of it was pending: its messages went with it
@@ -163,11 +185,11 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 		// Under the flock: still never started, and still no start?
 		ok, err := p.neverStarted(ctx, k)
 		if err != nil {
-			return nil, Retryablef(op, err, "%v", err)
+			return nil, "", Retryablef(op, err, "%v", err)
 		}
 		msgs, err := queuedFor(p.orchQ, k)
 		if err != nil {
-			return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
+			return nil, "", Retryablef(op, err, "list orchestrator queue: %v", err)
 		}
 		m := deleteMember{Key: k, Instance: instanceIDOf(k)}
 		for _, q := range msgs {
@@ -189,10 +211,10 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 		}
 	}
 	if len(rec.Members) == 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	if err := p.commitLocked(ctx, gs, rec); err != nil {
-		return nil, Retryablef(op, err, "commit drain: %v", err)
+		return nil, "", Retryablef(op, err, "commit drain: %v", err)
 	}
 	afterCommitPoint("drain")
 	for _, m := range rec.Members {
@@ -203,5 +225,5 @@ func (p *FSProvider) DrainOrphanMessages(ctx context.Context, instances []string
 	}
 	sort.Slice(drained, func(i, j int) bool { return drained[i].Name < drained[j].Name })
 	p.log.Info("durofs: drained messages of instances never started", "messages", len(drained), "instances", len(rec.Members))
-	return drained, nil
+	return drained, "", nil
 }

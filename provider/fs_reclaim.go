@@ -41,6 +41,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,6 +56,48 @@ import (
 // lock file if need be, waiting until ctx is done.
 func (p *FSProvider) lockInstance(ctx context.Context, key string) (*lease.Guard, error) {
 	return p.leases.Lock(ctx, p.lockPath(key), p.leasePath(key))
+}
+
+// multiLockWait bounds how long a caller that already holds instance
+// flocks waits for the next one (lockNext).
+const multiLockWait = claimWaitMax
+
+// lockNext takes instance key's flock (creating its lock file, as
+// lockInstance) for a caller that takes several in sorted order (so that
+// two callers never deadlock) and already holds held of them. With none
+// held it waits as long as ctx allows. With some held it waits at most
+// multiLockWait: every holder keeps a flock for one short section (a
+// fetch's look, an ack, a renewal), but one stopped inside it (SIGSTOP, a
+// frozen cgroup) keeps it until it resumes, and waiting for it with other
+// flocks held would stall every ack of those instances for as long
+// (design.md §7). busy is then true (with a nil error): the caller lets
+// everything go, waits for key alone (awaitFree), and starts again.
+func (p *FSProvider) lockNext(ctx context.Context, key string, held int) (g *lease.Guard, busy bool, err error) {
+	if held == 0 {
+		g, err = p.lockInstance(ctx, key)
+		return g, false, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, multiLockWait)
+	defer cancel()
+	g, err = p.lockInstance(lctx, key)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, true, nil
+	}
+	return g, false, err
+}
+
+// awaitFree waits, holding no flock, until instance key's flock is free
+// (or the instance is gone): what a caller of lockNext does after a busy
+// flock, before it starts again.
+func (p *FSProvider) awaitFree(ctx context.Context, key string) error {
+	g, _, err := p.lockExisting(ctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return g.Unlock()
 }
 
 // tryLockInstance is lockInstance without waiting: ok is false if the flock
