@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -50,13 +51,17 @@ func TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt(t *testing.T) {
 	}()
 	<-committed
 
-	// The deletion comes after the ack in the log.
-	if _, err := p.DeleteInstance(ctx, "x", true); err != nil {
-		close(resume)
-		t.Fatalf("delete: %v", err)
-	}
+	// The deletion comes after the ack in the log. (It waits for the
+	// item's claim lock, which the ack holds until it is applied.)
+	delDone := make(chan error, 1)
+	go func() {
+		_, err := p.DeleteInstance(ctx, "x", true)
+		delDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
 	close(resume)
 	mustNoErr(t, <-ackDone)
+	mustNoErr(t, <-delDone)
 	testHookAfterCommitPoint = nil
 	mustNoErr(t, p.Recover(ctx)) // finishes whatever either left
 
@@ -76,6 +81,100 @@ func TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt(t *testing.T) {
 	for _, m := range got.Item.Messages {
 		if ac, ok := m.(ActivityCompleted); ok {
 			t.Errorf("the new instance x received the deleted instance's completion %+v", ac)
+		}
+	}
+}
+
+// TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion: a work
+// ack checks its item under the item's claim lock and then commits. A
+// forced deletion of the instance that commits in between must not come
+// before the ack in the log: live, its apply (which waits for the claim
+// lock) deletes the completion the ack published, but a replay after a
+// power loss redoes the records in log order - the deletion, then the ack,
+// which publishes the completion again, and the next instance of the same
+// id receives the deleted one's result. The deletion holds its items'
+// claim locks from before its commit, so the ack either commits first (and
+// the deletion deletes its completion, in the log too) or finds its item
+// gone.
+//
+// On main before the fix the new instance received "stale-result" after
+// the replay.
+func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing.T) {
+	ctx := context.Background()
+	mem, opts, p := strictMemT(t)
+	ev := func(id uint64, kind EventKind) Event {
+		return Event{EventID: id, InstanceID: "x", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26", Kind: kind}
+	}
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("x"), 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch = %+v, %v", it, err)
+	}
+	act := ActivityExecute{Instance: "x", ExecutionID: 1, ID: 2, Name: "act", Input: "in"}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started("x"), ev(2, ActivityScheduled{Name: "act", Input: "in"})},
+		[]WorkItem{act}, nil, md("TestOrch", "1.0.0"), nil))
+	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work = %+v, %v", w, err)
+	}
+
+	// The work ack has checked its item and stops before its commit.
+	checked, resume := make(chan struct{}), make(chan struct{})
+	testHookBeforeCommit = func(kind string) {
+		if kind == "work_ack" {
+			close(checked)
+			<-resume
+		}
+	}
+	t.Cleanup(func() { testHookBeforeCommit = nil })
+	ackDone := make(chan error, 1)
+	go func() {
+		ackDone <- p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
+	}()
+	<-checked
+	delDone := make(chan error, 1)
+	go func() {
+		_, err := p.DeleteInstance(ctx, "x", true)
+		delDone <- err
+	}()
+	// Give the deletion time to commit (on main it did, and returned; with
+	// the fix it waits for the item's claim lock).
+	select {
+	case err := <-delDone:
+		delDone <- err
+	case <-time.After(time.Second):
+	}
+	close(resume)
+	ackErr := <-ackDone
+	mustNoErr(t, <-delDone)
+	testHookBeforeCommit = nil
+	if ackErr != nil && !errors.Is(ackErr, errTokenGone) {
+		t.Fatalf("ack: %v", ackErr)
+	}
+	mustNoErr(t, p.Recover(ctx)) // finishes whatever either left
+
+	// Everything reached the disk, no checkpoint passed it: a power loss
+	// replays the log.
+	mem.MarkAllSynced()
+	mem.Crash()
+	p2, err := Open("/d", opts)
+	mustNoErr(t, err)
+	defer p2.Close()
+	if _, err := p2.GetInstanceInfo(ctx, "x"); err == nil {
+		t.Fatal("x exists after its deletion and a replay")
+	}
+	mustNoErr(t, p2.EnqueueForOrchestrator(ctx, startItem("x"), 0))
+	var got *LockedOrchestrationItem
+	for i := 0; i < 3 && got == nil; i++ {
+		got, err = p2.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		mustNoErr(t, err)
+	}
+	if got == nil {
+		t.Fatal("the new x was not fetched")
+	}
+	for _, m := range got.Item.Messages {
+		if ac, ok := m.(ActivityCompleted); ok {
+			t.Errorf("after the replay the new instance x received the deleted instance's completion %+v", ac)
 		}
 	}
 }

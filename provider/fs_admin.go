@@ -358,14 +358,14 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 		return DeleteInstanceResult{}, err
 	}
 	for {
-		res, again, busy, err := p.deleteAtomic(ctx, ids, force)
-		if busy != "" {
-			// A member's flock stayed busy while this try held others:
-			// wait for it holding none (its holder may be stopped, and the
-			// members already locked must not wait with it), then try
-			// again from the start.
-			if err := p.awaitFree(ctx, busy); err != nil {
-				return res, Retryablef(op, err, "lock %s: %v", instanceIDOf(busy), err)
+		res, again, wait, err := p.deleteAtomic(ctx, ids, force)
+		if wait != nil {
+			// A member's flock or a worker item's claim lock stayed busy
+			// while this try held others: wait for it holding none (its
+			// holder may be stopped, and what was locked must not wait
+			// with it), then try again from the start.
+			if err := wait(ctx); err != nil {
+				return res, Retryablef(op, err, "%v", err)
 			}
 			continue
 		}
@@ -379,14 +379,15 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 
 // deleteAtomic is one try of DeleteInstancesAtomic. again is true when the
 // redo of a member's pending commit reclaimed its directory (a deletion
-// committed before this one): the caller tries again from the start. busy
-// names a member whose flock stayed busy (lockNext) while the try
-// held others: everything was let go, and the caller waits for it alone
-// before it tries again.
-func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, busy string, err error) {
+// committed before this one): the caller tries again from the start. wait
+// is set when a member's flock (lockNext) or a worker item's claim lock
+// (withClaims) stayed busy while the try held others: everything was let
+// go, and the caller runs wait (it waits for that lock alone) before it
+// tries again.
+func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, wait func(context.Context) error, err error) {
 	const op = "delete_instances_atomic"
 	if len(ids) == 0 {
-		return res, false, "", nil
+		return res, false, nil, nil
 	}
 	keyOf := map[string]string{}
 	for _, id := range ids {
@@ -397,7 +398,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		// An id with nothing to delete (a mistyped one) is not locked:
 		// there is nothing to delete, and nothing to create by locking.
 		if absent, err := p.instanceAbsent(k); err != nil {
-			return res, false, "", Retryablef(op, err, "%v", err)
+			return res, false, nil, Retryablef(op, err, "%v", err)
 		} else if !absent {
 			keys = append(keys, k)
 		}
@@ -420,17 +421,18 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	for _, k := range keys {
 		g, busy, err := p.lockNext(ctx, k, len(guards))
 		if busy {
-			return res, false, k, nil // the deferred unlock lets the others go
+			// The deferred unlock lets the others go.
+			return res, false, func(ctx context.Context) error { return p.awaitFree(ctx, k) }, nil
 		}
 		if err != nil {
-			return res, false, "", Retryablef(op, err, "lock %s: %v", keyOf[k], err)
+			return res, false, nil, Retryablef(op, err, "lock %s: %v", keyOf[k], err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
-			return res, false, "", Retryablef(op, err, "recover pending commit of %s: %v", keyOf[k], err)
+			return res, false, nil, Retryablef(op, err, "recover pending commit of %s: %v", keyOf[k], err)
 		}
 		if g.Reclaimed() {
-			return res, true, "", nil
+			return res, true, nil, nil
 		}
 	}
 
@@ -440,24 +442,24 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	for _, k := range keys {
 		f, err := p.readInstanceFile(k)
 		if err != nil {
-			return res, false, "", Retryablef(op, err, "%v", err)
+			return res, false, nil, Retryablef(op, err, "%v", err)
 		}
 		if f == nil {
 			continue
 		}
 		files[k] = f
 		if !force && f.Status == "Running" {
-			return res, false, "", Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
+			return res, false, nil, Permanentf(op, ErrInstanceRunning, "Instance %s is still running; use force to delete it", keyOf[k])
 		}
 	}
 	for _, id := range ids {
 		kids, err := p.childrenOf(id)
 		if err != nil {
-			return res, false, "", Retryablef(op, err, "%v", err)
+			return res, false, nil, Retryablef(op, err, "%v", err)
 		}
 		for _, c := range kids {
 			if _, inSet := guards[c.key]; !inSet {
-				return res, false, "", Permanentf(op, ErrNotAllowed,
+				return res, false, nil, Permanentf(op, ErrNotAllowed,
 					"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", c.f.Instance, id)
 			}
 		}
@@ -473,7 +475,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		}{{"orchestrator", p.orchQ}, {"worker", p.workQ}} {
 			qms, err := queuedFor(q.q, k)
 			if err != nil {
-				return res, false, "", Retryablef(op, err, "%v", err)
+				return res, false, nil, Retryablef(op, err, "%v", err)
 			}
 			for _, m := range qms {
 				refsOf[k] = append(refsOf[k], queueRef{Queue: q.name, Name: m.Name})
@@ -483,7 +485,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	}
 	gwMsgs, err := p.gwDeletionRefs(ctx, keyOf)
 	if err != nil {
-		return res, false, "", Retryablef(op, err, "%v", err)
+		return res, false, nil, Retryablef(op, err, "%v", err)
 	}
 	for _, f := range files {
 		if f.Record != nil {
@@ -497,7 +499,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		res.QueueMessagesDeleted += uint64(len(refs))
 	}
 	if len(files) == 0 && res.QueueMessagesDeleted == 0 {
-		return res, false, "", nil
+		return res, false, nil, nil
 	}
 
 	// One record deletes them all (the commit point, fs_wal.go), marked in
@@ -514,21 +516,52 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		gs = append(gs, guards[k])
 		deleted[k] = true
 	}
-	failpoint.Hit("delete.before_commit")
-	if err := p.commitLocked(ctx, gs, rec); err != nil {
-		return DeleteInstanceResult{}, false, "", Retryablef(op, err, "commit deletion: %v", err)
-	}
-	afterCommitPoint("delete")
-	failpoint.Hit("delete.after_commit")
+	// The worker items' claim locks are held from before the commit until
+	// their deletion is applied, so that a work ack of one is either wholly
+	// before this deletion in the log (it held the lock through its commit
+	// and apply: the deletion then lists and deletes its completion) or
+	// finds the item gone. An ack that checked its item before the commit
+	// and committed after it would otherwise have its completion deleted
+	// live but restored by a replay, which redoes it after the deletion
+	// (TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion).
+	// If the apply fails, the claims are let go with the items still there
+	// until the deletion's redo: an ack in that gap is the one case left.
+	var items []string
 	for _, m := range rec.Members {
-		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
-			p.applyDeferredTo(ctx, "deletion", m.Key, m.Instance, rec, err)
-			return res, false, "", nil
+		for _, r := range m.Delete {
+			if r.Queue == "worker" {
+				items = append(items, r.Name)
+			}
 		}
-		failpoint.Hit("delete.after_member_applied")
 	}
-	p.notify(wakeAll)
-	return res, false, "", nil
+	sort.Strings(items)
+	busyItem, err := p.withClaims(ctx, items, func(ctx context.Context) error {
+		failpoint.Hit("delete.before_commit")
+		if err := p.commitLocked(ctx, gs, rec); err != nil {
+			return Retryablef(op, err, "commit deletion: %v", err)
+		}
+		afterCommitPoint("delete")
+		failpoint.Hit("delete.after_commit")
+		for _, m := range rec.Members {
+			if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
+				p.applyDeferredTo(ctx, "deletion", m.Key, m.Instance, rec, err)
+				return nil
+			}
+			failpoint.Hit("delete.after_member_applied")
+		}
+		p.notify(wakeAll)
+		return nil
+	})
+	if busyItem != "" {
+		for k := range deleted {
+			delete(deleted, k) // nothing committed: the deferred unlock tidies up
+		}
+		return res, false, func(ctx context.Context) error { return p.awaitClaimFree(ctx, busyItem) }, nil
+	}
+	if err != nil {
+		return DeleteInstanceResult{}, false, nil, err
+	}
+	return res, false, nil, nil
 }
 
 // instDirExists reports whether the instance directory of key exists.
@@ -613,15 +646,13 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 
 // deleteCompletions deletes the completions that work acks of m's worker
 // items published to m's instance (their source is "w:<item>"). Such an ack
-// may have committed before the deletion and been applied only after the
-// deletion listed the instance's messages: it held the item's claim lock,
-// which deleteRefs waited for, so every such completion is published by
-// now (or the ack never commits: the item is gone). A replay applies the
-// acks that precede the deletion in the log first, so it deletes the same.
-// (Not covered: an ack that checked its item before the deletion's commit
-// and committed after it. Live, its completion is deleted here all the
-// same; a replay after a power loss restores it after the deletion. Only
-// taking the items' claim locks before the commit would close that.)
+// may have committed and been applied after the deletion listed the
+// instance's messages, but before the deletion took the item's claim lock
+// (deleteAtomic), which the ack held through its apply: every such
+// completion is published by now, and it precedes the deletion in the log,
+// so a replay applies it first and deletes the same. No ack of an item can
+// commit after the deletion: it holds the claim locks from before its
+// commit through this apply.
 func (p *FSProvider) deleteCompletions(m deleteMember) error {
 	srcs := map[string]bool{}
 	for _, r := range m.Delete {

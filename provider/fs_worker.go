@@ -333,6 +333,9 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 // the log and waits for the group sync (see commitLocked). An error before
 // the append puts the claim back as it was.
 func (p *FSProvider) commitWorkAck(ctx context.Context, g *fsqueue.ClaimGuard, c fsqueue.Claim, rec *commitRecord) error {
+	if testHookBeforeCommit != nil {
+		testHookBeforeCommit("work_ack")
+	}
 	d := workAckData{pendingMark: pendingMark{ID: uuid.NewString(), Hint: p.wal.End()}}
 	for _, r := range rec.Publish {
 		d.Completion = r.Name
