@@ -222,7 +222,7 @@ func notStalled(t *testing.T, what string, release func() error, call func() err
 	case <-time.After(time.Minute):
 		_ = release()
 		<-c
-		t.Fatalf("%s waited for the stopped holder of the item's claim lock", what)
+		t.Fatalf("%s waited for the stopped lock holder", what)
 		return nil
 	}
 }
@@ -370,6 +370,52 @@ func TestReplayedWorkAckKeepsAClaimMarkedByAnotherCommit(t *testing.T) {
 			}
 			if exists && workMark(c) != tc.mark {
 				t.Errorf("claim marks %q, want %q", workMark(c), tc.mark)
+			}
+		})
+	}
+}
+
+// TestOrchestrationCallsDoNotWaitForAStoppedLockHolder is
+// TestWorkCallsDoNotWaitForAStoppedLockHolder for orchestration turns: an
+// ack, renewal or abandon waits for the instance's flock, held by a
+// "stopped" process (a fetch pass stopped while it looked at the lease),
+// only until the turn's lease expires (plus a margin), then fails,
+// retryably, without writing; once the flock is free the instance is
+// fetched again under a new token. Mutation that fails it: leaseWaitCtx
+// returning ctx unbounded (the calls wait for the release: the guard
+// fires).
+func TestOrchestrationCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func(p *FSProvider, token string) error
+	}{
+		{"ack", func(p *FSProvider, token string) error {
+			return p.AckOrchestrationItem(ctx, token, 1, []Event{started("a")}, nil, nil, md("TestOrch", "1.0.0"), nil)
+		}},
+		{"renew", func(p *FSProvider, token string) error { return p.RenewOrchestrationItemLock(ctx, token, time.Minute) }},
+		{"abandon", func(p *FSProvider, token string) error { return p.AbandonOrchestrationItem(ctx, token, 0, false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
+			it, err := p.FetchOrchestrationItem(ctx, 300*time.Millisecond, 0, nil)
+			if err != nil || it == nil {
+				t.Fatalf("fetch = %+v, %v", it, err)
+			}
+			release := holdInstanceLock(t, p, "a")
+			err = notStalled(t, "the "+tc.name, func() error { release(); return nil }, func() error { return tc.call(p, it.LockToken) })
+			if !errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), "held by another process") {
+				t.Fatalf("%s = %v; want a retryable error naming the held flock", tc.name, err)
+			}
+			release()
+			var again *LockedOrchestrationItem
+			for deadline := time.Now().Add(5 * time.Second); again == nil && time.Now().Before(deadline); {
+				again, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+				mustNoErr(t, err)
+			}
+			if again == nil || again.LockToken == it.LockToken {
+				t.Fatalf("fetch after the release = %+v; want the instance again under a new token", again)
 			}
 		})
 	}

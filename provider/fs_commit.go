@@ -119,12 +119,14 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
 	p.dropHeld(key)
-	g, _, err := p.lockExisting(ctx, key, true)
+	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	g, _, err := p.lockExisting(wctx, key, true)
+	cancel()
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token") // no instance, no lease
 	}
 	if err != nil {
-		return Retryablef(op, err, "lock instance: %v", err)
+		return p.leaseWaitErr(op, ctx, wctx, err)
 	}
 	defer g.Unlock()
 	if err := p.redoPending(ctx, g, key); err != nil {

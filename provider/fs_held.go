@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -170,4 +172,33 @@ func (s *peerSet) drop(key string) {
 func (p *FSProvider) dropHeld(key string) {
 	p.held.drop(key)
 	p.peers.drop(key)
+}
+
+// leaseWaitCtx bounds how long a call holding instance key's lease under
+// token (an orchestration turn's ack, renewal or abandon) waits for the
+// instance's flock: until the lease expires, as its file read without the
+// flock says, plus claimExpiryMargin; just the margin if the file does not
+// name token (the call will fail on it anyway) or cannot be read. Other
+// processes hold that flock only for short sections - a fetch pass looking
+// at the lease, a deletion - but one stopped inside such a section
+// (SIGSTOP, a frozen cgroup) holds it until it resumes, and past the
+// lease's expiry the call could not succeed anyway: it waits no longer than
+// the lease it holds lasts, not for the stopped process (claimCtx is the
+// same rule for work items; TestOrchestrationCallsDoNotWaitForAStoppedLockHolder).
+func (p *FSProvider) leaseWaitCtx(ctx context.Context, key, token string) (context.Context, context.CancelFunc) {
+	wait := claimExpiryMargin
+	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil && cur.Token == token {
+		wait += max(0, time.Duration(cur.ExpiresAtMs-p.nowMs())*time.Millisecond)
+	}
+	return context.WithTimeout(ctx, wait)
+}
+
+// leaseWaitErr is the error of a call whose wait for an instance's flock,
+// bounded by wctx (leaseWaitCtx), ended with err: retryable either way,
+// saying so if the bound ran out while the caller's ctx had not.
+func (p *FSProvider) leaseWaitErr(op string, ctx, wctx context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
+		return Retryablef(op, err, "the instance's flock was held by another process (stopped?) until past the lease's expiry")
+	}
+	return Retryablef(op, err, "lock instance: %v", err)
 }

@@ -720,12 +720,14 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 		return err
 	}
 	p.dropHeld(key)
-	g, _, err := p.lockExisting(ctx, key, true)
+	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	g, _, err := p.lockExisting(wctx, key, true)
+	cancel()
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
 	if err != nil {
-		return Retryablef(op, err, "lock instance: %v", err)
+		return p.leaseWaitErr(op, ctx, wctx, err)
 	}
 	defer g.Unlock()
 	if err := p.redoPending(ctx, g, key); err != nil {
@@ -792,12 +794,14 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 		return err
 	}
 	p.dropHeld(key)
-	g, _, err := p.lockExisting(ctx, key, true)
+	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	g, _, err := p.lockExisting(wctx, key, true)
+	cancel()
 	if errors.Is(err, lease.ErrGone) {
 		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
 	}
 	if err != nil {
-		return Retryablef(op, err, "lock instance: %v", err)
+		return p.leaseWaitErr(op, ctx, wctx, err)
 	}
 	defer g.Unlock()
 	if err := p.redoPending(ctx, g, key); err != nil { // a committed ack's token renews nothing
