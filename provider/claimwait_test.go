@@ -420,3 +420,47 @@ func TestOrchestrationCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 		})
 	}
 }
+
+// TestGWTaskCallsDoNotWaitForAStoppedLockHolder is
+// TestOrchestrationCallsDoNotWaitForAStoppedLockHolder for go-workflows
+// workflow tasks: a completion or an extension waits for the instance's
+// flock, held by a "stopped" process, only until the task's lease expires
+// (plus a margin), then fails without writing; the task is delivered again
+// once the flock is free. Mutation that fails it: leaseWaitCtx returning
+// ctx unbounded.
+func TestGWTaskCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func(p *FSProvider, task *WorkflowTask) error
+	}{
+		{"complete", func(p *FSProvider, task *WorkflowTask) error {
+			return p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowActive,
+				Executed: []WorkflowEvent{gwEv("s1", "WorkflowExecutionStarted", 1)}})
+		}},
+		{"extend", func(p *FSProvider, task *WorkflowTask) error { return p.ExtendWorkflowTask(ctx, task.Token, time.Minute) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"x", "e1"}, WorkflowStart{Queue: "default", Name: "W"}, gwEv("s1", "WorkflowExecutionStarted", 0)))
+			task, err := p.FetchWorkflowTask(ctx, []string{"default"}, "w", 300*time.Millisecond, 0)
+			if err != nil || task == nil {
+				t.Fatalf("fetch = %+v, %v", task, err)
+			}
+			release := holdInstanceLock(t, p, "x")
+			err = notStalled(t, "the "+tc.name, func() error { release(); return nil }, func() error { return tc.call(p, task) })
+			if err == nil || !strings.Contains(err.Error(), "held by another process") {
+				t.Fatalf("%s = %v; want an error naming the held flock", tc.name, err)
+			}
+			release()
+			var again *WorkflowTask
+			for deadline := time.Now().Add(5 * time.Second); again == nil && time.Now().Before(deadline); {
+				again, err = p.FetchWorkflowTask(ctx, []string{"default"}, "w", time.Minute, 0)
+				mustNoErr(t, err)
+			}
+			if again == nil || again.Token == task.Token {
+				t.Fatalf("fetch after the release = %+v; want the task again under a new token", again)
+			}
+		})
+	}
+}

@@ -198,14 +198,22 @@ func (p *FSProvider) gwStageEvent(into *gwPart, src string, instance string, ex 
 // creation, or events to an instance that turns out to be gone); unlock
 // takes such a directory away again if the operation left nothing in it.
 func (p *FSProvider) gwLock(ctx context.Context, keys []string) (map[string]*lease.Guard, func(), error) {
+	return p.gwLockWithin(ctx, ctx, keys)
+}
+
+// gwLockWithin is gwLock for a call that holds a workflow task's lease: it
+// waits for flocks only while wctx lasts (leaseWaitCtx: the lease's time
+// left, plus a margin), so that a process stopped while holding one holds
+// the call up no longer than the lease it holds lasts.
+func (p *FSProvider) gwLockWithin(ctx, wctx context.Context, keys []string) (map[string]*lease.Guard, func(), error) {
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	for {
-		guards, unlock, again, busy, err := p.gwLockOnce(ctx, keys)
+		guards, unlock, again, busy, err := p.gwLockOnce(ctx, wctx, keys)
 		if busy != "" {
-			if err := p.awaitFree(ctx, busy); err != nil {
-				return nil, nil, fmt.Errorf("lock instance: %w", err)
+			if err := p.awaitFree(wctx, busy); err != nil {
+				return nil, nil, gwLockErr(ctx, wctx, err)
 			}
 			continue
 		}
@@ -220,7 +228,7 @@ func (p *FSProvider) gwLock(ctx context.Context, keys []string) (map[string]*lea
 // removal, which reclaimed its directory: its successor, if any, is locked
 // anew. busy names a key whose flock stayed busy while the try held others
 // (everything unlocked): the caller waits for it alone and tries again.
-func (p *FSProvider) gwLockOnce(ctx context.Context, keys []string) (guards map[string]*lease.Guard, unlock func(), again bool, busy string, err error) {
+func (p *FSProvider) gwLockOnce(ctx, wctx context.Context, keys []string) (guards map[string]*lease.Guard, unlock func(), again bool, busy string, err error) {
 	guards = map[string]*lease.Guard{}
 	fresh := map[string]bool{} // keys without a lease when locked
 	unlock = func() {
@@ -234,14 +242,14 @@ func (p *FSProvider) gwLockOnce(ctx context.Context, keys []string) (guards map[
 		}
 	}
 	for _, k := range keys {
-		g, isBusy, err := p.lockNext(ctx, k, len(guards))
+		g, isBusy, err := p.lockNext(wctx, k, len(guards))
 		if isBusy {
 			unlock()
 			return nil, nil, false, k, nil
 		}
 		if err != nil {
 			unlock()
-			return nil, nil, false, "", fmt.Errorf("lock instance: %w", err)
+			return nil, nil, false, "", gwLockErr(ctx, wctx, err)
 		}
 		guards[k] = g
 		if err := p.redoPending(ctx, g, k); err != nil {
@@ -257,6 +265,15 @@ func (p *FSProvider) gwLockOnce(ctx context.Context, keys []string) (guards map[
 		}
 	}
 	return guards, unlock, false, "", nil
+}
+
+// gwLockErr is the error of gwLockWithin's wait for a flock, bounded by
+// wctx, that ended with err.
+func gwLockErr(ctx, wctx context.Context, err error) error {
+	if ctx.Err() == nil && wctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("lock instance: the instance's flock was held by another process (stopped?) until past the task's lease expiry: %w", err)
+	}
+	return fmt.Errorf("lock instance: %w", err)
 }
 
 // gwCommit commits a "gw" record of builds (marked in each part's lease) and
@@ -646,7 +663,9 @@ func (p *FSProvider) ExtendWorkflowTask(ctx context.Context, token string, lockF
 		return ErrWorkflowTaskLost
 	}
 	p.dropHeld(key)
-	guards, unlock, err := p.gwLock(ctx, []string{key})
+	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	defer cancel()
+	guards, unlock, err := p.gwLockWithin(ctx, wctx, []string{key})
 	if err != nil {
 		return err
 	}
@@ -699,7 +718,9 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 		}
 		keys = append(keys, tk)
 	}
-	guards, unlock, err := p.gwLock(ctx, keys)
+	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	defer cancel()
+	guards, unlock, err := p.gwLockWithin(ctx, wctx, keys)
 	if err != nil {
 		return err
 	}
