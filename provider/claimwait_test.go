@@ -381,43 +381,60 @@ func TestReplayedWorkAckKeepsAClaimMarkedByAnotherCommit(t *testing.T) {
 // "stopped" process (a fetch pass stopped while it looked at the lease),
 // only until the turn's lease expires (plus a margin), then fails,
 // retryably, without writing; once the flock is free the instance is
-// fetched again under a new token. Mutation that fails it: leaseWaitCtx
-// returning ctx unbounded (the calls wait for the release: the guard
-// fires).
+// fetched again under a new token. The call gives up only once the lease
+// has expired, whether its process knew the expiry (it fetched the turn)
+// or read it from the lease file (a token passed to another process).
+// Mutations that fail it: leaseWaitCtx returning ctx unbounded (the calls
+// wait for the release: the guard fires); ignoring the known expiry, or the
+// file's (the calls give up before the lease expired).
 func TestOrchestrationCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 	ctx := context.Background()
-	for _, tc := range []struct {
+	type call func(p *FSProvider, token string) error
+	calls := []struct {
 		name string
-		call func(p *FSProvider, token string) error
+		call call
 	}{
 		{"ack", func(p *FSProvider, token string) error {
 			return p.AckOrchestrationItem(ctx, token, 1, []Event{started("a")}, nil, nil, md("TestOrch", "1.0.0"), nil)
 		}},
 		{"renew", func(p *FSProvider, token string) error { return p.RenewOrchestrationItemLock(ctx, token, time.Minute) }},
 		{"abandon", func(p *FSProvider, token string) error { return p.AbandonOrchestrationItem(ctx, token, 0, false) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-			mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
-			it, err := p.FetchOrchestrationItem(ctx, 300*time.Millisecond, 0, nil)
-			if err != nil || it == nil {
-				t.Fatalf("fetch = %+v, %v", it, err)
-			}
-			release := holdInstanceLock(t, p, "a")
-			err = notStalled(t, "the "+tc.name, func() error { release(); return nil }, func() error { return tc.call(p, it.LockToken) })
-			if !errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), "held by another process") {
-				t.Fatalf("%s = %v; want a retryable error naming the held flock", tc.name, err)
-			}
-			release()
-			var again *LockedOrchestrationItem
-			for deadline := time.Now().Add(5 * time.Second); again == nil && time.Now().Before(deadline); {
-				again, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	}
+	for _, tc := range calls {
+		for _, caller := range []string{"fetching process", "other process"} {
+			t.Run(tc.name+" by the "+caller, func(t *testing.T) {
+				dir := t.TempDir()
+				p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+				by := p
+				if caller == "other process" {
+					by = openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+				}
+				mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
+				it, err := p.FetchOrchestrationItem(ctx, 300*time.Millisecond, 0, nil)
+				if err != nil || it == nil {
+					t.Fatalf("fetch = %+v, %v", it, err)
+				}
+				l, _, err := p.leases.Inspect(ctx, p.lockPath(instanceKey("a")), p.leasePath(instanceKey("a")))
 				mustNoErr(t, err)
-			}
-			if again == nil || again.LockToken == it.LockToken {
-				t.Fatalf("fetch after the release = %+v; want the instance again under a new token", again)
-			}
-		})
+				release := holdInstanceLock(t, p, "a")
+				err = notStalled(t, "the "+tc.name, func() error { release(); return nil }, func() error { return tc.call(by, it.LockToken) })
+				if !errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), "held by another process") {
+					t.Fatalf("%s = %v; want a retryable error naming the held flock", tc.name, err)
+				}
+				if now := p.nowMs(); now < l.ExpiresAtMs {
+					t.Fatalf("the %s gave up %d ms before the lease expired", tc.name, l.ExpiresAtMs-now)
+				}
+				release()
+				var again *LockedOrchestrationItem
+				for deadline := time.Now().Add(5 * time.Second); again == nil && time.Now().Before(deadline); {
+					again, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+					mustNoErr(t, err)
+				}
+				if again == nil || again.LockToken == it.LockToken {
+					t.Fatalf("fetch after the release = %+v; want the instance again under a new token", again)
+				}
+			})
+		}
 	}
 }
 
@@ -438,7 +455,9 @@ func TestGWTaskCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 			return p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowActive,
 				Executed: []WorkflowEvent{gwEv("s1", "WorkflowExecutionStarted", 1)}})
 		}},
-		{"extend", func(p *FSProvider, task *WorkflowTask) error { return p.ExtendWorkflowTask(ctx, task.Token, time.Minute) }},
+		{"extend", func(p *FSProvider, task *WorkflowTask) error {
+			return p.ExtendWorkflowTask(ctx, task.Token, time.Minute)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})

@@ -118,8 +118,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 	if !ok {
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
-	p.dropHeld(key)
-	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	wctx, cancel := p.endHeld(ctx, key, lt)
 	g, _, err := p.lockExisting(wctx, key, true)
 	cancel()
 	if errors.Is(err, lease.ErrGone) {

@@ -662,8 +662,7 @@ func (p *FSProvider) ExtendWorkflowTask(ctx context.Context, token string, lockF
 	if !ok {
 		return ErrWorkflowTaskLost
 	}
-	p.dropHeld(key)
-	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	wctx, cancel := p.endHeld(ctx, key, lt)
 	defer cancel()
 	guards, unlock, err := p.gwLockWithin(ctx, wctx, []string{key})
 	if err != nil {
@@ -702,7 +701,8 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 	if !ok {
 		return ErrWorkflowTaskLost
 	}
-	p.dropHeld(key)
+	wctx, cancel := p.endHeld(ctx, key, lt)
+	defer cancel()
 	keys := []string{key}
 	for _, s := range res.Sends {
 		tk := instanceKey(s.Target.InstanceID)
@@ -718,8 +718,6 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 		}
 		keys = append(keys, tk)
 	}
-	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
-	defer cancel()
 	guards, unlock, err := p.gwLockWithin(ctx, wctx, keys)
 	if err != nil {
 		return err

@@ -51,11 +51,14 @@ func (h *heldSet) hold(key string, untilMs, nowMs int64) {
 	h.until[key] = untilMs
 }
 
-// drop forgets key: the next fetch pass looks at its lease.
-func (h *heldSet) drop(key string) {
+// drop forgets key: the next fetch pass looks at its lease. It returns the
+// expiry it knew (0 if none).
+func (h *heldSet) drop(key string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	until := h.until[key]
 	delete(h.until, key)
+	return until
 }
 
 // held reports whether this process holds key's lock at nowMs.
@@ -174,22 +177,35 @@ func (p *FSProvider) dropHeld(key string) {
 	p.peers.drop(key)
 }
 
+// endHeld is dropHeld for a call that ends, renews or extends this
+// process's turn on key under token, and returns the context that bounds
+// its wait for key's flock (leaseWaitCtx, with the expiry the heldSet knew).
+func (p *FSProvider) endHeld(ctx context.Context, key, token string) (context.Context, context.CancelFunc) {
+	until := p.held.drop(key)
+	p.peers.drop(key)
+	return p.leaseWaitCtx(ctx, key, token, until)
+}
+
 // leaseWaitCtx bounds how long a call holding instance key's lease under
-// token (an orchestration turn's ack, renewal or abandon) waits for the
-// instance's flock: until the lease expires, as its file read without the
-// flock says, plus claimExpiryMargin; just the margin if the file does not
-// name token (the call will fail on it anyway) or cannot be read. Other
+// token (an orchestration turn's ack, renewal or abandon; a workflow task's
+// completion or extension) waits for the instance's flock: until the lease
+// expires, plus claimExpiryMargin. The expiry is untilMs if this process's
+// heldSet knew it (not 0: no read on an ack's path), else as the lease file
+// read without the flock says; just the margin if the file does not name
+// token (the call will fail on it anyway) or cannot be read. Other
 // processes hold that flock only for short sections - a fetch pass looking
 // at the lease, a deletion - but one stopped inside such a section
 // (SIGSTOP, a frozen cgroup) holds it until it resumes, and past the
 // lease's expiry the call could not succeed anyway: it waits no longer than
 // the lease it holds lasts, not for the stopped process (claimCtx is the
 // same rule for work items; TestOrchestrationCallsDoNotWaitForAStoppedLockHolder).
-func (p *FSProvider) leaseWaitCtx(ctx context.Context, key, token string) (context.Context, context.CancelFunc) {
-	wait := claimExpiryMargin
-	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil && cur.Token == token {
-		wait += max(0, time.Duration(cur.ExpiresAtMs-p.nowMs())*time.Millisecond)
+func (p *FSProvider) leaseWaitCtx(ctx context.Context, key, token string, untilMs int64) (context.Context, context.CancelFunc) {
+	if untilMs == 0 {
+		if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil && cur.Token == token {
+			untilMs = cur.ExpiresAtMs
+		}
 	}
+	wait := claimExpiryMargin + max(0, time.Duration(untilMs-p.nowMs())*time.Millisecond)
 	return context.WithTimeout(ctx, wait)
 }
 

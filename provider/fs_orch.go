@@ -719,8 +719,7 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 	if err != nil {
 		return err
 	}
-	p.dropHeld(key)
-	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	wctx, cancel := p.endHeld(ctx, key, lt)
 	g, _, err := p.lockExisting(wctx, key, true)
 	cancel()
 	if errors.Is(err, lease.ErrGone) {
@@ -793,8 +792,7 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 	if err != nil {
 		return err
 	}
-	p.dropHeld(key)
-	wctx, cancel := p.leaseWaitCtx(ctx, key, lt)
+	wctx, cancel := p.endHeld(ctx, key, lt)
 	g, _, err := p.lockExisting(wctx, key, true)
 	cancel()
 	if errors.Is(err, lease.ErrGone) {
