@@ -178,3 +178,43 @@ func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing
 		}
 	}
 }
+
+// TestForcedDeletionOfAWideFanOut: a forced deletion holds the claim lock
+// of every pending work item of its instances through its commit and apply
+// (one descriptor each); with hundreds of them, some claimed, it deletes
+// them all and leaves no claim behind.
+func TestForcedDeletionOfAWideFanOut(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog, Durability: ProcessCrashSafe})
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("wide"), 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch = %+v, %v", it, err)
+	}
+	const n = 500
+	events := []Event{started("wide")}
+	var items []WorkItem
+	for i := range n {
+		id := uint64(i + 2)
+		events = append(events, Event{EventID: id, InstanceID: "wide", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
+			Kind: ActivityScheduled{Name: "act", Input: "in"}})
+		items = append(items, ActivityExecute{Instance: "wide", ExecutionID: 1, ID: id, Name: "act", Input: "in"})
+	}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, events, items, nil, md("TestOrch", "1.0.0"), nil))
+	for range 20 { // some in flight
+		if w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags()); err != nil || w == nil {
+			t.Fatalf("fetch work = %+v, %v", w, err)
+		}
+	}
+	res, err := p.DeleteInstance(ctx, "wide", true)
+	mustNoErr(t, err)
+	if res.QueueMessagesDeleted != n {
+		t.Errorf("deleted %d queue messages, want %d", res.QueueMessagesDeleted, n)
+	}
+	if l, err := p.workQ.Len(); err != nil || l != 0 {
+		t.Errorf("the worker queue holds %d items after the deletion (%v)", l, err)
+	}
+	if cs, err := p.workQ.Claims(); err != nil || len(cs) != 0 {
+		t.Errorf("claims left after the deletion: %d (%v)", len(cs), err)
+	}
+}

@@ -351,7 +351,11 @@ func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force 
 	return p.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
 }
 
-// DeleteInstancesAtomic implements Admin: all of ids, or nothing.
+// DeleteInstancesAtomic implements Admin: all of ids, or nothing. It holds
+// the instances' flocks, and the claim lock of each of their pending work
+// items (one open descriptor each: a forced deletion of an instance with
+// more pending activities than the process may open files fails, retryably,
+// with EMFILE), from before its commit through its apply.
 func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
 	if err := checkInstanceIDs(op, ids...); err != nil {
