@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -216,5 +217,49 @@ func TestForcedDeletionOfAWideFanOut(t *testing.T) {
 	}
 	if cs, err := p.workQ.Claims(); err != nil || len(cs) != 0 {
 		t.Errorf("claims left after the deletion: %d (%v)", len(cs), err)
+	}
+}
+
+// TestForcedDeletionFailingToLockAClaimChangesNothing: when taking one of
+// its work items' claim locks fails (EMFILE: a descriptor per item), a
+// forced deletion commits nothing, returns a retryable error, and leaves
+// the instance and every item as they were; tried again, it deletes them.
+func TestForcedDeletionFailingToLockAClaimChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	mem, _, p := strictMemT(t)
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("x"), 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch = %+v, %v", it, err)
+	}
+	events := []Event{started("x")}
+	var items []WorkItem
+	for id := uint64(2); id <= 4; id++ {
+		events = append(events, Event{EventID: id, InstanceID: "x", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
+			Kind: ActivityScheduled{Name: "act", Input: "in"}})
+		items = append(items, ActivityExecute{Instance: "x", ExecutionID: 1, ID: id, Name: "act", Input: "in"})
+	}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, events, items, nil, md("TestOrch", "1.0.0"), nil))
+
+	// Lock calls: the instance's flock, then the items' claim locks; the
+	// second item's fails.
+	mem.InjectError("lock", 3, syscall.EMFILE)
+	_, err = p.DeleteInstance(ctx, "x", true)
+	if !errors.Is(err, ErrRetryable) || !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("delete = %v; want a retryable EMFILE", err)
+	}
+	if _, err := p.GetInstanceInfo(ctx, "x"); err != nil {
+		t.Fatalf("x after the failed deletion: %v", err)
+	}
+	if n, err := p.workQ.Len(); err != nil || n != 3 {
+		t.Fatalf("the worker queue holds %d items after the failed deletion (%v), want 3", n, err)
+	}
+	noPendingState(t, p, "x")
+
+	if _, err := p.DeleteInstance(ctx, "x", true); err != nil {
+		t.Fatalf("delete again: %v", err)
+	}
+	if n, err := p.workQ.Len(); err != nil || n != 0 {
+		t.Fatalf("the worker queue holds %d items after the deletion (%v)", n, err)
 	}
 }

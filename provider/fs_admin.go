@@ -562,8 +562,12 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		}
 		return res, false, func(ctx context.Context) error { return p.awaitClaimFree(ctx, busyItem) }, nil
 	}
-	if err != nil {
-		return DeleteInstanceResult{}, false, nil, err
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return DeleteInstanceResult{}, false, nil, pe
+	}
+	if err != nil { // taking a claim lock failed (EMFILE, EIO): nothing committed
+		return DeleteInstanceResult{}, false, nil, Retryablef(op, err, "lock work item: %v", err)
 	}
 	return res, false, nil, nil
 }

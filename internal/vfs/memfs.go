@@ -31,7 +31,7 @@ var memEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 var memOps = map[string]bool{
 	"open": true, "read": true, "write": true, "sync": true, "syncdir": true,
 	"truncate": true, "rename": true, "link": true, "remove": true,
-	"mkdir": true, "readdir": true, "touch": true,
+	"mkdir": true, "readdir": true, "touch": true, "lock": true,
 }
 
 // MemFS is an in-memory, strict implementation of [FS] for power-loss
@@ -315,6 +315,8 @@ type memFault struct {
 //	"mkdir"    MkdirAll
 //	"readdir"  ReadDirNames
 //	"touch"    Touch
+//	"lock"     Lock, TryLock, LockExisting (what opening the file to lock gives:
+//	           EMFILE, EIO)
 //
 // err is returned wrapped in an *fs.PathError (*os.LinkError for rename and
 // link), so errors.Is(err, syscall.ENOSPC) works. Several injections may be
@@ -391,6 +393,17 @@ func (m *MemFS) fault(op string) *memFault {
 	clear(m.faults[len(kept):])
 	m.faults = kept
 	return hit
+}
+
+// lockFault counts one lock call of name and returns the error an
+// injected "lock" fault gives it, if any.
+func (m *MemFS) lockFault(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.faultErr("lock"); err != nil {
+		return fmt.Errorf("vfs: lock %s: %w", name, memPathErr("open", name, err))
+	}
+	return nil
 }
 
 // faultErr is fault for operations without a short mode.
@@ -994,6 +1007,9 @@ func (m *MemFS) lockFile(name string) (string, error) {
 // waiting until it is free or ctx is done. It creates a missing lock file
 // like the OS implementation. Crash releases every lock.
 func (m *MemFS) Lock(ctx context.Context, name string) (Unlocker, error) {
+	if err := m.lockFault(name); err != nil {
+		return nil, err
+	}
 	for {
 		m.mu.Lock()
 		key, err := m.lockFile(name)
@@ -1019,6 +1035,9 @@ func (m *MemFS) Lock(ctx context.Context, name string) (Unlocker, error) {
 
 // TryLock implements FS: Lock without waiting.
 func (m *MemFS) TryLock(name string) (Unlocker, bool, error) {
+	if err := m.lockFault(name); err != nil {
+		return nil, false, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key, err := m.lockFile(name)
@@ -1036,6 +1055,9 @@ func (m *MemFS) TryLock(name string) (Unlocker, bool, error) {
 // LockExisting implements FS: the lock of the file at name, which must exist
 // (it is never created) and must still be the same file once locked.
 func (m *MemFS) LockExisting(ctx context.Context, name string, wait bool) (Unlocker, bool, error) {
+	if err := m.lockFault(name); err != nil {
+		return nil, false, err
+	}
 	for {
 		m.mu.Lock()
 		parts, err := memParts(name)
