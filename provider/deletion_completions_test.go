@@ -21,17 +21,7 @@ import (
 func TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-	ev := func(id uint64, kind EventKind) Event {
-		return Event{EventID: id, InstanceID: "x", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26", Kind: kind}
-	}
-	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("x"), 0))
-	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	if err != nil || it == nil {
-		t.Fatalf("fetch = %+v, %v", it, err)
-	}
-	act := ActivityExecute{Instance: "x", ExecutionID: 1, ID: 2, Name: "act", Input: "in"}
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started("x"), ev(2, ActivityScheduled{Name: "act", Input: "in"})},
-		[]WorkItem{act}, nil, md("TestOrch", "1.0.0"), nil))
+	runActivities(t, p, "x", 1)
 	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
 	if err != nil || w == nil {
 		t.Fatalf("fetch work = %+v, %v", w, err)
@@ -65,25 +55,7 @@ func TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt(t *testing.T) {
 	mustNoErr(t, <-delDone)
 	testHookAfterCommitPoint = nil
 	mustNoErr(t, p.Recover(ctx)) // finishes whatever either left
-
-	if _, err := p.GetInstanceInfo(ctx, "x"); err == nil {
-		t.Fatal("x exists after its deletion")
-	}
-	// A new instance of the same id.
-	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("x"), 0))
-	var got *LockedOrchestrationItem
-	for i := 0; i < 3 && got == nil; i++ {
-		got, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-		mustNoErr(t, err)
-	}
-	if got == nil {
-		t.Fatal("the new x was not fetched")
-	}
-	for _, m := range got.Item.Messages {
-		if ac, ok := m.(ActivityCompleted); ok {
-			t.Errorf("the new instance x received the deleted instance's completion %+v", ac)
-		}
-	}
+	newIncarnationGetsNoCompletion(t, p, "x")
 }
 
 // TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion: a work
@@ -103,17 +75,7 @@ func TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt(t *testing.T) {
 func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing.T) {
 	ctx := context.Background()
 	mem, opts, p := strictMemT(t)
-	ev := func(id uint64, kind EventKind) Event {
-		return Event{EventID: id, InstanceID: "x", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26", Kind: kind}
-	}
-	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("x"), 0))
-	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	if err != nil || it == nil {
-		t.Fatalf("fetch = %+v, %v", it, err)
-	}
-	act := ActivityExecute{Instance: "x", ExecutionID: 1, ID: 2, Name: "act", Input: "in"}
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started("x"), ev(2, ActivityScheduled{Name: "act", Input: "in"})},
-		[]WorkItem{act}, nil, md("TestOrch", "1.0.0"), nil))
+	runActivities(t, p, "x", 1)
 	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
 	if err != nil || w == nil {
 		t.Fatalf("fetch work = %+v, %v", w, err)
@@ -161,23 +123,7 @@ func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing
 	p2, err := Open("/d", opts)
 	mustNoErr(t, err)
 	defer p2.Close()
-	if _, err := p2.GetInstanceInfo(ctx, "x"); err == nil {
-		t.Fatal("x exists after its deletion and a replay")
-	}
-	mustNoErr(t, p2.EnqueueForOrchestrator(ctx, startItem("x"), 0))
-	var got *LockedOrchestrationItem
-	for i := 0; i < 3 && got == nil; i++ {
-		got, err = p2.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-		mustNoErr(t, err)
-	}
-	if got == nil {
-		t.Fatal("the new x was not fetched")
-	}
-	for _, m := range got.Item.Messages {
-		if ac, ok := m.(ActivityCompleted); ok {
-			t.Errorf("after the replay the new instance x received the deleted instance's completion %+v", ac)
-		}
-	}
+	newIncarnationGetsNoCompletion(t, p2, "x")
 }
 
 // TestForcedDeletionOfAWideFanOut: a forced deletion holds the claim lock
@@ -187,21 +133,8 @@ func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing
 func TestForcedDeletionOfAWideFanOut(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog, Durability: ProcessCrashSafe})
-	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("wide"), 0))
-	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	if err != nil || it == nil {
-		t.Fatalf("fetch = %+v, %v", it, err)
-	}
 	const n = 500
-	events := []Event{started("wide")}
-	var items []WorkItem
-	for i := range n {
-		id := uint64(i + 2)
-		events = append(events, Event{EventID: id, InstanceID: "wide", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
-			Kind: ActivityScheduled{Name: "act", Input: "in"}})
-		items = append(items, ActivityExecute{Instance: "wide", ExecutionID: 1, ID: id, Name: "act", Input: "in"})
-	}
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, events, items, nil, md("TestOrch", "1.0.0"), nil))
+	runActivities(t, p, "wide", n)
 	for range 20 { // some in flight
 		if w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags()); err != nil || w == nil {
 			t.Fatalf("fetch work = %+v, %v", w, err)
@@ -227,24 +160,12 @@ func TestForcedDeletionOfAWideFanOut(t *testing.T) {
 func TestForcedDeletionFailingToLockAClaimChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	mem, _, p := strictMemT(t)
-	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("x"), 0))
-	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	if err != nil || it == nil {
-		t.Fatalf("fetch = %+v, %v", it, err)
-	}
-	events := []Event{started("x")}
-	var items []WorkItem
-	for id := uint64(2); id <= 4; id++ {
-		events = append(events, Event{EventID: id, InstanceID: "x", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
-			Kind: ActivityScheduled{Name: "act", Input: "in"}})
-		items = append(items, ActivityExecute{Instance: "x", ExecutionID: 1, ID: id, Name: "act", Input: "in"})
-	}
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, events, items, nil, md("TestOrch", "1.0.0"), nil))
+	runActivities(t, p, "x", 3)
 
 	// Lock calls: the instance's flock, then the items' claim locks; the
 	// second item's fails.
 	mem.InjectError("lock", 3, syscall.EMFILE)
-	_, err = p.DeleteInstance(ctx, "x", true)
+	_, err := p.DeleteInstance(ctx, "x", true)
 	if !errors.Is(err, ErrRetryable) || !errors.Is(err, syscall.EMFILE) {
 		t.Fatalf("delete = %v; want a retryable EMFILE", err)
 	}
@@ -261,5 +182,52 @@ func TestForcedDeletionFailingToLockAClaimChangesNothing(t *testing.T) {
 	}
 	if n, err := p.workQ.Len(); err != nil || n != 0 {
 		t.Fatalf("the worker queue holds %d items after the deletion (%v)", n, err)
+	}
+}
+
+// runActivities starts instance inst and acks its first turn, which
+// schedules n activities (ids 2..n+1): n pending work items.
+func runActivities(t *testing.T, p *FSProvider, inst string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(inst), 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch = %+v, %v", it, err)
+	}
+	events := []Event{started(inst)}
+	var items []WorkItem
+	for i := range n {
+		id := uint64(i + 2)
+		events = append(events, Event{EventID: id, InstanceID: inst, ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
+			Kind: ActivityScheduled{Name: "act", Input: "in"}})
+		items = append(items, ActivityExecute{Instance: inst, ExecutionID: 1, ID: id, Name: "act", Input: "in"})
+	}
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, events, items, nil, md("TestOrch", "1.0.0"), nil))
+}
+
+// newIncarnationGetsNoCompletion starts instance inst again (after its
+// deletion) and fails if its first turn holds an ActivityCompleted: the
+// deleted incarnation's result.
+func newIncarnationGetsNoCompletion(t *testing.T, p *FSProvider, inst string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := p.GetInstanceInfo(ctx, inst); err == nil {
+		t.Fatalf("%s exists after its deletion", inst)
+	}
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(inst), 0))
+	var got *LockedOrchestrationItem
+	for i := 0; i < 3 && got == nil; i++ {
+		var err error
+		got, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+		mustNoErr(t, err)
+	}
+	if got == nil {
+		t.Fatalf("the new %s was not fetched", inst)
+	}
+	for _, m := range got.Item.Messages {
+		if ac, ok := m.(ActivityCompleted); ok {
+			t.Errorf("the new instance %s received the deleted instance's completion %+v", inst, ac)
+		}
 	}
 }
