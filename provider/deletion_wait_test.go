@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// holdInstanceLock holds instance inst's flock from another goroutine - a
-// process stopped inside a section on it (a fetch pass looking at its
-// lease, an ack) - until release is called (or the test ends).
+// holdInstanceLock holds instance inst's flock (creating its lock file, as
+// a fetch or an enqueue of a start may) from another goroutine - a process
+// stopped inside a section on it (a fetch pass looking at its lease, an
+// ack) - until release is called (or the test ends).
 func holdInstanceLock(t *testing.T, p *FSProvider, inst string) (release func()) {
 	t.Helper()
-	g, _, err := p.lockExisting(context.Background(), instanceKey(inst), true)
+	g, err := p.lockInstance(context.Background(), instanceKey(inst))
 	mustNoErr(t, err)
 	var once bool
 	release = func() {
@@ -59,18 +60,7 @@ func TestDeletionDoesNotHoldMembersWhileWaitingForAStoppedHolder(t *testing.T) {
 		delDone <- err
 	}()
 	// Wait until the deletion holds first's flock (it then waits for second).
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		g, ok, err := p.tryLockInstance(instanceKey(first))
-		mustNoErr(t, err)
-		if !ok {
-			break
-		}
-		_ = g.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("the deletion never locked " + first)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitLocked(t, p, instanceKey(first), "the deletion")
 
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

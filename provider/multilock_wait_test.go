@@ -6,25 +6,6 @@ import (
 	"time"
 )
 
-// holdKeyLock holds instance key's flock (creating its lock file, as a
-// fetch or an enqueue of a start may) from another goroutine - a process
-// stopped inside a short section on it - until release is called (or the
-// test ends).
-func holdKeyLock(t *testing.T, p *FSProvider, key string) (release func()) {
-	t.Helper()
-	g, err := p.lockInstance(context.Background(), key)
-	mustNoErr(t, err)
-	var once bool
-	release = func() {
-		if !once {
-			once = true
-			_ = g.Unlock()
-		}
-	}
-	t.Cleanup(release)
-	return release
-}
-
 // awaitLocked returns once instance key's flock is held by someone else (a
 // call under test that takes it before it waits for another).
 func awaitLocked(t *testing.T, p *FSProvider, key, what string) {
@@ -72,7 +53,7 @@ func TestWorkflowTaskDoesNotHoldItsInstanceWhileWaitingForAStoppedHolder(t *test
 	task := gwFetchOf(t, p, own)
 	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{other, "e1"}, WorkflowStart{Queue: "other", Name: "W"}, gwEv("s2", "WorkflowExecutionStarted", 0)))
 
-	release := holdKeyLock(t, p, instanceKey(other))
+	release := holdInstanceLock(t, p, other)
 	done := make(chan error, 1)
 	go func() {
 		done <- p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowActive,
@@ -124,7 +105,7 @@ func TestDrainDoesNotHoldOneInstanceWhileWaitingForAStoppedHolder(t *testing.T) 
 		mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: id, Name: "early", Data: "1"}, 0))
 	}
 
-	release := holdKeyLock(t, p, instanceKey(second))
+	release := holdInstanceLock(t, p, second)
 	type result struct {
 		n   int
 		err error
