@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,35 +23,15 @@ func TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	runActivities(t, p, "x", 1)
-	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-	if err != nil || w == nil {
-		t.Fatalf("fetch work = %+v, %v", w, err)
-	}
 
 	// The work ack stops right after its commit point.
-	committed, resume := make(chan struct{}), make(chan struct{})
-	testHookAfterCommitPoint = func(kind string) {
-		if kind == "work_ack" {
-			close(committed)
-			<-resume
-		}
-	}
-	t.Cleanup(func() { testHookAfterCommitPoint = nil })
-	ackDone := make(chan error, 1)
-	go func() {
-		ackDone <- p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
-	}()
-	<-committed
+	ackDone, resume := holdWorkAck(t, p, "x", &testHookAfterCommitPoint)
 
 	// The deletion comes after the ack in the log. (It waits for the
 	// item's claim lock, which the ack holds until it is applied.)
-	delDone := make(chan error, 1)
-	go func() {
-		_, err := p.DeleteInstance(ctx, "x", true)
-		delDone <- err
-	}()
+	delDone := deleteAsync(p, "x")
 	time.Sleep(300 * time.Millisecond)
-	close(resume)
+	resume()
 	mustNoErr(t, <-ackDone)
 	mustNoErr(t, <-delDone)
 	testHookAfterCommitPoint = nil
@@ -76,40 +57,25 @@ func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing
 	ctx := context.Background()
 	mem, opts, p := strictMemT(t)
 	runActivities(t, p, "x", 1)
-	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-	if err != nil || w == nil {
-		t.Fatalf("fetch work = %+v, %v", w, err)
-	}
 
 	// The work ack has checked its item and stops before its commit.
-	checked, resume := make(chan struct{}), make(chan struct{})
-	testHookBeforeCommit = func(kind string) {
-		if kind == "work_ack" {
-			close(checked)
-			<-resume
-		}
-	}
-	t.Cleanup(func() { testHookBeforeCommit = nil })
-	ackDone := make(chan error, 1)
-	go func() {
-		ackDone <- p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
-	}()
-	<-checked
-	delDone := make(chan error, 1)
-	go func() {
-		_, err := p.DeleteInstance(ctx, "x", true)
-		delDone <- err
-	}()
+	ackDone, resume := holdWorkAck(t, p, "x", &testHookBeforeCommit)
+	delDone := deleteAsync(p, "x")
 	// Give the deletion time to commit (on main it did, and returned; with
 	// the fix it waits for the item's claim lock).
+	var delErr error
+	returned := false
 	select {
-	case err := <-delDone:
-		delDone <- err
+	case delErr = <-delDone:
+		returned = true
 	case <-time.After(time.Second):
 	}
-	close(resume)
+	resume()
 	ackErr := <-ackDone
-	mustNoErr(t, <-delDone)
+	if !returned {
+		delErr = <-delDone
+	}
+	mustNoErr(t, delErr)
 	testHookBeforeCommit = nil
 	if ackErr != nil && !errors.Is(ackErr, errTokenGone) {
 		t.Fatalf("ack: %v", ackErr)
@@ -229,5 +195,55 @@ func newIncarnationGetsNoCompletion(t *testing.T, p *FSProvider, inst string) {
 		if ac, ok := m.(ActivityCompleted); ok {
 			t.Errorf("the new instance %s received the deleted instance's completion %+v", inst, ac)
 		}
+	}
+}
+
+// holdWorkAck fetches inst's work item (activity id 2) and starts its ack,
+// with the result "stale-result", from another goroutine; the ack stops
+// in hook (testHookBeforeCommit or testHookAfterCommitPoint, kind
+// "work_ack") until resume is called. It returns once the ack is there.
+func holdWorkAck(t *testing.T, p *FSProvider, inst string, hook *func(kind string)) (ackDone <-chan error, resume func()) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work = %+v, %v", w, err)
+	}
+	there, goOn := make(chan struct{}), make(chan struct{})
+	*hook = func(kind string) {
+		if kind == "work_ack" {
+			close(there)
+			<-goOn
+		}
+	}
+	t.Cleanup(func() { *hook = nil })
+	done := make(chan error, 1)
+	go func() {
+		done <- p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: inst, ExecutionID: 1, ID: 2, Result: "stale-result"})
+	}()
+	<-there
+	var once sync.Once
+	return done, func() { once.Do(func() { close(goOn) }) }
+}
+
+// deleteAsync force-deletes inst from another goroutine.
+func deleteAsync(p *FSProvider, inst string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.DeleteInstance(context.Background(), inst, true)
+		done <- err
+	}()
+	return done
+}
+
+// awaitResumed waits for a call that was held up by a stopped lock holder
+// to finish once the holder resumed, and fails if it fails or hangs.
+func awaitResumed(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		mustNoErr(t, err)
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not finish after the stopped holder resumed", what)
 	}
 }

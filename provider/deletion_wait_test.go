@@ -74,12 +74,7 @@ func TestDeletionDoesNotHoldMembersWhileWaitingForAStoppedHolder(t *testing.T) {
 	}
 
 	release()
-	select {
-	case err := <-delDone:
-		mustNoErr(t, err)
-	case <-time.After(time.Minute):
-		t.Fatal("the deletion did not finish after the stopped holder resumed")
-	}
+	awaitResumed(t, delDone, "the deletion")
 	for _, id := range []string{first, second} {
 		if _, err := p.GetInstanceInfo(ctx, id); err == nil {
 			t.Errorf("%s still exists after its deletion", id)

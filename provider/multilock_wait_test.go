@@ -74,12 +74,7 @@ func TestWorkflowTaskDoesNotHoldItsInstanceWhileWaitingForAStoppedHolder(t *test
 	}
 
 	release()
-	select {
-	case err := <-done:
-		mustNoErr(t, err)
-	case <-time.After(time.Minute):
-		t.Fatal("the completion did not finish after the stopped holder resumed")
-	}
+	awaitResumed(t, done, "the completion")
 	q, err := p.gwQueue(gwWorkflowQueue("other"))
 	mustNoErr(t, err)
 	if n, err := q.Len(); err != nil || n != 2 {
