@@ -247,3 +247,59 @@ func awaitResumed(t *testing.T, done <-chan error, what string) {
 		t.Fatalf("%s did not finish after the stopped holder resumed", what)
 	}
 }
+
+// TestAckAfterTheDeleterDiedIsRefused: a process commits a forced deletion
+// and is killed (kill -9) before applying it; the kernel lets go of the
+// claim locks it held, so the instance's work items are still there,
+// unlocked. A worker of another process that fetched one of them before
+// acks it now: the ack must be refused, as the item is deleted (the
+// deletion is committed). Accepted, its record comes after the deletion's
+// in the log: live, the deletion's redo deletes the completion it
+// published, but a replay after a power loss redoes the deletion, then the
+// ack, which publishes the completion again, and the next instance of the
+// same id receives the deleted one's result.
+func TestAckAfterTheDeleterDiedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	mem, opts, worker := strictMemT(t)
+	runActivities(t, worker, "x", 1)
+	w, err := worker.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work = %+v, %v", w, err)
+	}
+
+	// The deleter: its own view of the file system, killed at its first
+	// change after the deletion's commit point.
+	sw := &plKillSwitch{at: -1}
+	dopts := opts
+	dopts.fs = sw.newFS(mem, "deleter")
+	deleter, err := Open("/d", dopts)
+	mustNoErr(t, err)
+	testHookAfterCommitPoint = func(kind string) {
+		if kind == "delete" {
+			sw.mu.Lock()
+			sw.at = sw.ops + 1
+			sw.mu.Unlock()
+		}
+	}
+	t.Cleanup(func() { testHookAfterCommitPoint = nil })
+	_, _ = deleter.DeleteInstance(ctx, "x", true) // what it returns, nobody sees
+	testHookAfterCommitPoint = nil
+	if !sw.fired() {
+		t.Fatal("the deleter was not killed")
+	}
+
+	err = worker.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
+	if err == nil || IsRetryable(err) {
+		t.Fatalf("ack of an item whose deletion is committed = %v; want a permanent error", err)
+	}
+	mustNoErr(t, worker.Recover(ctx)) // finishes the deletion
+
+	// Everything reached the disk, no checkpoint passed it: a power loss
+	// replays the log.
+	mem.MarkAllSynced()
+	mem.Crash()
+	p2, err := Open("/d", opts)
+	mustNoErr(t, err)
+	defer p2.Close()
+	newIncarnationGetsNoCompletion(t, p2, "x")
+}

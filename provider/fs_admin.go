@@ -528,8 +528,10 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	// and committed after it would otherwise have its completion deleted
 	// live but restored by a replay, which redoes it after the deletion
 	// (TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion).
-	// If the apply fails, the claims are let go with the items still there
-	// until the deletion's redo: an ack in that gap is the one case left.
+	// If the apply fails, or this process dies after the commit point, the
+	// claim locks are let go with the items still there until the
+	// deletion's redo: an ack in that gap finds the deletion's mark in the
+	// instance's lease and fails (deletionCommitted).
 	var items []string
 	for _, m := range rec.Members {
 		for _, r := range m.Delete {

@@ -14,6 +14,7 @@ import (
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
+	"github.com/durofs/durofs/lease"
 )
 
 // workerMessage builds the queue message for an ActivityExecute. Its
@@ -281,8 +282,17 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 		case c.LockedUntilMs <= now:
 			return Permanentf(op, errTokenExpired, "work item lock expired")
 		}
-		if m, err := p.workQ.Get(name); err == nil {
-			sessionID, hasSession = m.Attrs[attrSession]
+		m, err := p.workQ.Get(name)
+		if vfs.IsNotExist(err) {
+			return Permanentf(op, errTokenGone, "work item not found: acked, cancelled or deleted")
+		} else if err != nil {
+			return Retryablef(op, err, "read work item: %v", err)
+		}
+		sessionID, hasSession = m.Attrs[attrSession]
+		if deleted, err := p.deletionCommitted(ctx, m.Attrs[attrKey], name); err != nil {
+			return Retryablef(op, err, "look for a committed deletion of the work item's instance: %v", err)
+		} else if deleted {
+			return Permanentf(op, errTokenGone, "work item not found: its instance's deletion is committed")
 		}
 		rec := &commitRecord{Kind: kindWorkAck, Item: name, ItemToken: ct, CommittedMs: now,
 			Delete: []queueRef{{Queue: "worker", Name: name}}}
@@ -327,6 +337,64 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	}
 	p.notify(wakeOrch) // the completion went to the orchestrator queue
 	return nil
+}
+
+// deletionCommitted reports whether a committed deletion of instance key
+// that lists worker item name is still pending, not yet applied: its
+// writer died after its commit point (the kernel let go of the claim locks
+// it held from before its commit), or its apply failed. The caller holds
+// name's claim lock and saw the item still there. A work ack must then
+// fail: committed, its record would come after the deletion's in the log,
+// and while live the deletion's redo deletes the completion it published,
+// a replay after a power loss redoes the deletion and then the ack, which
+// publishes it again, for the next instance of the same id to receive
+// (TestAckAfterTheDeleterDiedIsRefused).
+//
+// The instance's lease is read without its flock, and that read decides:
+// a deletion sets its mark before it appends its record, holding the claim
+// locks of every item it lists, and clears the mark only once those items
+// are deleted, so a holder of name's claim lock that finds the item there
+// either sees the mark of every committed deletion listing it, or no such
+// deletion committed before it took the lock (and none can commit while
+// it holds it). A lease written in place can be read torn while its
+// holder writes it: Inspect reads again then; one that stays unreadable is
+// read as redoPending reads it, without marks (a corrupt lease is free, and
+// the next holder writes a new one), so that it cannot fail the acks of the
+// instance's items for good. Other commits' marks (an orchestration ack of the instance between its
+// commit point and its apply) are looked up in the log and passed over.
+func (p *FSProvider) deletionCommitted(ctx context.Context, key, name string) (bool, error) {
+	if key == "" {
+		return false, nil // an item with no instance key: no deletion lists it
+	}
+	l, exists, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
+	if errors.Is(err, lease.ErrCorrupt) && !errors.Is(err, vfs.ErrSymlink) {
+		return false, nil
+	}
+	if err != nil || !exists {
+		return false, err
+	}
+	st := decodeOrchState(l)
+	marks := st.Queued
+	if st.Pending != nil {
+		marks = append([]pendingMark{*st.Pending}, marks...)
+	}
+	for _, mark := range marks {
+		lr, err := p.findRecord(key, &mark)
+		if err != nil {
+			return false, err
+		}
+		if lr == nil || lr.rec.Kind != kindDelete {
+			continue
+		}
+		for _, mem := range lr.rec.Members {
+			for _, r := range mem.Delete {
+				if mem.Key == key && r.Queue == "worker" && r.Name == name {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
 }
 
 // commitWorkAck marks the claim held as c pending for rec, appends rec to

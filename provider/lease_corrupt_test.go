@@ -77,3 +77,20 @@ func TestCorruptInstanceLease(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkAckPastACorruptInstanceLease: a work ack looks in its instance's
+// lease for a committed deletion (deletionCommitted); a lease that stays
+// unreadable reads as one without marks, as everywhere else, so that it
+// cannot fail the acks of the instance's items for good (an instance
+// waiting for its activities has no turn that would write a new lease).
+func TestWorkAckPastACorruptInstanceLease(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	runActivities(t, p, "cw", 1)
+	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work = %+v, %v", w, err)
+	}
+	mustNoErr(t, writeFileForTest(p, p.leasePath(instanceKey("cw")), []byte("\x00\x00\x00\x00")))
+	mustNoErr(t, p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "cw", ExecutionID: 1, ID: 2, Result: "r"}))
+}
