@@ -137,7 +137,7 @@ func TestCrashPointSweep(t *testing.T) {
 	// least one.
 	swept := map[string]bool{}
 	flavorsBy := map[provider.Durability]map[string]map[string]bool{} // mode → failpoint → recovery flavors
-	var mu sync.Mutex                                                   // guards swept and flavorsBy
+	var mu sync.Mutex                                                 // guards swept and flavorsBy
 	modes, names := sweepModes(t), scripts(t)
 	// The four sweeps run side by side (each on its own directories): a
 	// crash run spends most of its time starting processes and waiting for
