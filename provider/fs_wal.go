@@ -103,6 +103,21 @@ var ErrSyncFailed = wal.ErrPoisoned
 type pendingMark struct {
 	ID   string  `json:"id"`
 	Hint wal.LSN `json:"hint"`
+	// Kind is the record's kind (markKind), so that a work ack looking for
+	// a committed deletion (deletionCommitted) reads from the log only the
+	// records of deletion marks, not those of the orchestration acks that
+	// mark the instance all through a fan-out. Empty in a claim's mark,
+	// and in an instance mark written before it existed (format 5), which
+	// is then looked up whatever its kind.
+	Kind string `json:"kind,omitempty"`
+}
+
+// markKind is the Kind of an instance's mark for rec.
+func markKind(rec *commitRecord) string {
+	if rec.Kind == "" {
+		return "orchestration"
+	}
+	return rec.Kind
 }
 
 // loggedRecord is a record read back from the log, or from unapplied/
@@ -122,7 +137,7 @@ var errFound = errors.New("found")
 // nothing happened. On a sync error the record's fate is unknown (the log is
 // poisoned) and the marks stay, for the replay to settle.
 func (p *FSProvider) commitLocked(ctx context.Context, guards []*lease.Guard, rec *commitRecord) error {
-	mark := &pendingMark{ID: uuid.NewString(), Hint: p.wal.End()}
+	mark := &pendingMark{ID: uuid.NewString(), Hint: p.wal.End(), Kind: markKind(rec)}
 	rec.CommitID = mark.ID
 	data, err := jsonMarshal(rec)
 	if err != nil {
@@ -582,7 +597,7 @@ type replayState struct {
 // record of key did), the record is queued for key.
 func (rs *replayState) replayKey(ctx context.Context, key string, lr loggedRecord) bool {
 	p := rs.p
-	mark := pendingMark{ID: lr.rec.CommitID, Hint: lr.lsn}
+	mark := pendingMark{ID: lr.rec.CommitID, Hint: lr.lsn, Kind: markKind(lr.rec)}
 	if marks, ok := rs.blocked[key]; ok {
 		rs.blocked[key] = append(marks, mark)
 		return false
