@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt: a work ack of
@@ -81,15 +83,7 @@ func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing
 		t.Fatalf("ack: %v", ackErr)
 	}
 	mustNoErr(t, p.Recover(ctx)) // finishes whatever either left
-
-	// Everything reached the disk, no checkpoint passed it: a power loss
-	// replays the log.
-	mem.MarkAllSynced()
-	mem.Crash()
-	p2, err := Open("/d", opts)
-	mustNoErr(t, err)
-	defer p2.Close()
-	newIncarnationGetsNoCompletion(t, p2, "x")
+	replayedGetsNoCompletion(t, mem, opts, "x")
 }
 
 // TestForcedDeletionOfAWideFanOut: a forced deletion holds the claim lock
@@ -198,6 +192,20 @@ func newIncarnationGetsNoCompletion(t *testing.T, p *FSProvider, inst string) {
 	}
 }
 
+// replayedGetsNoCompletion: everything written reached the disk and no
+// checkpoint passed it; a power loss, then a provider opened on /d replays
+// the log, and a new instance inst must not receive a deleted one's
+// completion (newIncarnationGetsNoCompletion).
+func replayedGetsNoCompletion(t *testing.T, mem *vfs.MemFS, opts Options, inst string) {
+	t.Helper()
+	mem.MarkAllSynced()
+	mem.Crash()
+	p, err := Open("/d", opts)
+	mustNoErr(t, err)
+	defer p.Close()
+	newIncarnationGetsNoCompletion(t, p, inst)
+}
+
 // holdWorkAck fetches inst's work item (activity id 2) and starts its ack,
 // with the result "stale-result", from another goroutine; the ack stops
 // in hook (testHookBeforeCommit or testHookAfterCommitPoint, kind
@@ -293,13 +301,5 @@ func TestAckAfterTheDeleterDiedIsRefused(t *testing.T) {
 		t.Fatalf("ack of an item whose deletion is committed = %v; want a permanent error", err)
 	}
 	mustNoErr(t, worker.Recover(ctx)) // finishes the deletion
-
-	// Everything reached the disk, no checkpoint passed it: a power loss
-	// replays the log.
-	mem.MarkAllSynced()
-	mem.Crash()
-	p2, err := Open("/d", opts)
-	mustNoErr(t, err)
-	defer p2.Close()
-	newIncarnationGetsNoCompletion(t, p2, "x")
+	replayedGetsNoCompletion(t, mem, opts, "x")
 }
