@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -302,4 +304,113 @@ func TestAckAfterTheDeleterDiedIsRefused(t *testing.T) {
 	}
 	mustNoErr(t, worker.Recover(ctx)) // finishes the deletion
 	replayedGetsNoCompletion(t, mem, opts, "x")
+}
+
+// TestDeleterKilledAtEachStep kills a forced deletion of an instance with a
+// fetched work item at each of its file-system changes in turn, then acks
+// the item from another process. The ack must succeed if and only if the
+// deletion did not commit (after recovery the instance is gone if and only
+// if it did); no deletion marker (fs_deleting.go) may be left either way: a
+// deletion that did not commit has its marker removed by the next holder of
+// the instance's flock; and after a power loss the replay must agree (a new
+// instance of the id receives no completion of the deleted one).
+func TestDeleterKilledAtEachStep(t *testing.T) {
+	ctx := context.Background()
+	for at := 1; ; at++ {
+		var done bool
+		t.Run(fmt.Sprintf("kill at change %d", at), func(t *testing.T) {
+			mem, opts, worker := strictMemT(t)
+			runActivities(t, worker, "x", 1)
+			w, err := worker.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+			if err != nil || w == nil {
+				t.Fatalf("fetch work = %+v, %v", w, err)
+			}
+			sw := &plKillSwitch{at: -1}
+			dopts := opts
+			dopts.fs = sw.newFS(mem, "deleter")
+			deleter, err := Open("/d", dopts)
+			mustNoErr(t, err)
+			sw.mu.Lock()
+			sw.at = sw.ops + at
+			sw.mu.Unlock()
+			_, derr := deleter.DeleteInstance(ctx, "x", true)
+			if !sw.fired() {
+				mustNoErr(t, derr)
+				done = true
+				deleter.Close()
+			}
+			ackErr := worker.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
+			mustNoErr(t, worker.Recover(ctx))
+			_, infoErr := worker.GetInstanceInfo(ctx, "x")
+			committed := errors.Is(infoErr, ErrNotFound)
+			switch {
+			case !committed && infoErr != nil:
+				t.Fatalf("instance info after recovery: %v", infoErr)
+			case committed && (ackErr == nil || IsRetryable(ackErr)):
+				t.Fatalf("the deletion committed, and the ack = %v; want a permanent error", ackErr)
+			case !committed && ackErr != nil:
+				t.Fatalf("the deletion did not commit, and the ack = %v; want it accepted", ackErr)
+			}
+			if !committed {
+				// The next holder of the instance's flock settles the
+				// deletion's mark, if it was set, and with it the marker.
+				it, err := worker.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+				if err != nil || it == nil {
+					t.Fatalf("fetch the completion's turn = %+v, %v", it, err)
+				}
+			}
+			if _, err := mem.Stat(worker.deletingPath(instanceKey("x"))); !vfs.IsNotExist(err) {
+				t.Fatalf("deletion marker after recovery (deletion committed: %v): stat = %v", committed, err)
+			}
+			t.Logf("deletion committed: %v; ack: %v", committed, ackErr)
+			if committed {
+				replayedGetsNoCompletion(t, mem, opts, "x")
+			}
+		})
+		if done || t.Failed() {
+			t.Logf("%d kill points", at-1)
+			return
+		}
+	}
+}
+
+// TestDeletionFaultLeavesNoMarker: a forced deletion whose deletion marker
+// cannot be created, or whose append fails, commits nothing and takes its
+// marker back (fs_deleting.go), so the instance's work acks do not pay for
+// reading its lease from then on; the worker's ack is accepted, and the
+// deletion, tried again, succeeds.
+func TestDeletionFaultLeavesNoMarker(t *testing.T) {
+	isMarker := func(path string) bool { return filepath.Base(path) == "deleting" }
+	faults := append([]ackFault{
+		{name: "marker create fails (EMFILE)", op: "open", match: anyPath(isMarker), inject: failWith("open", syscall.EMFILE), want: syscall.EMFILE},
+	}, logFaults...)
+	for _, c := range faults {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFaultFS(t)
+			p := openT(t, "/d", faultOptions(f))
+			runActivities(t, p, "x", 1)
+			w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+			if err != nil || w == nil {
+				t.Fatalf("fetch work = %+v, %v", w, err)
+			}
+			if c.fill {
+				fillSegment(t, p, f)
+			}
+			f.arm(c.op, c.match(p), c.inject)
+			_, err = p.DeleteInstance(ctx, "x", true)
+			hit := f.disarm()
+			if hit == "" || err == nil || !IsRetryable(err) || !errors.Is(err, c.want) {
+				t.Fatalf("deletion with a fault at %q = %v; want a retryable error wrapping %v", hit, err, c.want)
+			}
+			if _, err := f.Stat(p.deletingPath(instanceKey("x"))); !vfs.IsNotExist(err) {
+				t.Fatalf("deletion marker after a deletion that failed: stat = %v", err)
+			}
+			mustNoErr(t, p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "r"}))
+			if _, err := p.DeleteInstance(ctx, "x", true); err != nil {
+				t.Fatalf("the deletion tried again: %v", err)
+			}
+			newIncarnationGetsNoCompletion(t, p, "x")
+		})
+	}
 }

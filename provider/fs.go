@@ -196,7 +196,14 @@ type formatFile struct {
 }
 
 // FormatVersion is the on-disk format major version this code reads and
-// writes. Version 5 writes instance.json and state.json in place, sealed
+// writes. Version 6 marks an instance whose deletion lists worker items with
+// a file, instances/<key>/deleting, which a work ack looks for instead of
+// parsing the instance's lease (fs_deleting.go); a version-5, -4 or -3
+// directory is upgraded by the first process that opens it alone, which
+// replays its log (the replay applies every committed deletion, so no
+// pending one is left without its marker), and refused while processes of
+// an older build have it open: their deletions would make no marker.
+// Version 5 writes instance.json and state.json in place, sealed
 // with a CRC that every reader checks (seal.go); a version-4 or -3 directory
 // is read (its files are unsealed, and were only ever replaced atomically)
 // and upgraded in place by the first process that opens it alone, and
@@ -214,7 +221,7 @@ type formatFile struct {
 // Version 1 kept per-instance commit records in commits/ and is refused
 // too: finish its work with durofs 0.1 (every process closed, commits/
 // empty), then start a new directory.
-const FormatVersion = 5
+const FormatVersion = 6
 
 // queueVersion is the fsqueue format of the directory's queues
 // (fsqueue.json), checked by fsck.
@@ -292,7 +299,8 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 
 // openLog opens the write-ahead log. A process that has the directory alone
 // replays it first (fs_wal.go) if the machine rebooted since the log was
-// last used or a sync failed; a poisoned log cannot be opened while other
+// last used, a sync failed, or the directory's format is older (then it
+// upgrades it, upgradeFormat); a poisoned log cannot be opened while other
 // processes still have it open.
 func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: bootID(opts), NoSync: opts.Durability == ProcessCrashSafe})
@@ -301,9 +309,11 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 	}
 	p.wal = l
 	defer l.Ready()
-	if err := p.upgradeFormat(l); err != nil {
+	upgrade := p.format != FormatVersion
+	if upgrade && !l.Alone() {
+		// They run an older build: refuse the directory while they have it.
 		l.Close()
-		return err
+		return fmt.Errorf("durofs: open %s: %w: processes of an older durofs (on-disk format %d) have the directory open; close them, then open it with this build (which upgrades it to format %d)", p.dir, ErrUnsupportedFS, p.format, FormatVersion)
 	}
 	if !l.Alone() {
 		if err := l.Err(); err != nil {
@@ -320,7 +330,7 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 			p.log.Warn("durofs: open: empty staged files of dead writers stay", "dir", p.dir, "err", err)
 		}
 	}
-	if l.SameBoot() && l.Err() == nil {
+	if l.SameBoot() && l.Err() == nil && !upgrade {
 		// Alone, but in the same boot as every process before and no sync
 		// failed: the page cache holds what they applied, and Recover
 		// finishes what the dead left marked pending.
@@ -333,6 +343,12 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 	if err := p.replayAll(context.WithoutCancel(ctx)); err != nil {
 		l.Close()
 		return fmt.Errorf("durofs: open %s: replay the write-ahead log: %w", p.dir, err)
+	}
+	if upgrade {
+		if err := p.upgradeFormat(); err != nil {
+			l.Close()
+			return err
+		}
 	}
 	// Only now: a replay cut short by a kill leaves the old boot id, and
 	// the next process to open the directory alone replays again. So does
@@ -513,23 +529,19 @@ func checkFormat(data []byte, path string) error {
 	if f.Version == 2 {
 		return fmt.Errorf("%w: on-disk format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version %d); finish the directory's work with the build that wrote it (let its queues drain, close every process), then start a new directory", ErrUnsupportedFS, FormatVersion)
 	}
-	if f.Version != FormatVersion && f.Version != 3 && f.Version != 4 {
+	if f.Version != FormatVersion && (f.Version < 3 || f.Version > 5) {
 		return fmt.Errorf("%w: on-disk format version %d (this build reads version %d)", ErrUnsupportedFS, f.Version, FormatVersion)
 	}
 	return nil
 }
 
-// upgradeFormat moves a version-3 or -4 directory to FormatVersion, in
+// upgradeFormat moves a version-3, -4 or -5 directory to FormatVersion, in
 // place, while this process has its log alone (no older process can be
-// running); it refuses the directory while others have it open, since they
-// run an older build.
-func (p *FSProvider) upgradeFormat(l *wal.Log) error {
-	if p.format == FormatVersion {
-		return nil
-	}
-	if !l.Alone() {
-		return fmt.Errorf("durofs: open %s: %w: processes of an older durofs (on-disk format %d) have the directory open; close them, then open it with this build (which upgrades it to format %d)", p.dir, ErrUnsupportedFS, p.format, FormatVersion)
-	}
+// running), after openLog replayed the log: an older build's deletion made
+// no marker (FormatVersion), and a replay applies every committed one. A
+// replay cut short leaves the old FORMAT, so the next process to open the
+// directory alone replays again.
+func (p *FSProvider) upgradeFormat() error {
 	data, _ := jsonMarshal(formatFile{Format: "durofs", Version: FormatVersion})
 	if err := vfs.WriteFile(p.fs, filepath.Join(p.dir, "FORMAT"), data); err != nil {
 		return fmt.Errorf("durofs: open %s: upgrade FORMAT to version %d: %w", p.dir, FormatVersion, err)

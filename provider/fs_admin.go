@@ -531,14 +531,10 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	// If the apply fails, or this process dies after the commit point, the
 	// claim locks are let go with the items still there until the
 	// deletion's redo: an ack in that gap finds the deletion's mark in the
-	// instance's lease and fails (deletionCommitted).
+	// instance's marker file and lease and fails (fs_deleting.go).
 	var items []string
 	for _, m := range rec.Members {
-		for _, r := range m.Delete {
-			if r.Queue == "worker" {
-				items = append(items, r.Name)
-			}
-		}
+		items = append(items, workerItems(m)...)
 	}
 	sort.Strings(items)
 	busyItem, err := p.withClaims(ctx, items, func(ctx context.Context) error {

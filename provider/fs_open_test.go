@@ -1,15 +1,20 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/vfs"
 )
 
-// TestOpenFormat: Open creates FORMAT (version 4) in a fresh directory,
-// reopens a current one and upgrades a version-3 one in place; it refuses, with an error wrapping
+// TestOpenFormat: Open creates FORMAT (version 6) in a fresh directory,
+// reopens a current one and upgrades a version-3, -4 or -5 one in place; it refuses, with an error wrapping
 // ErrUnsupportedFS, a FORMAT of version 1 or 2 (saying what to do), of a
 // future version or of another kind, and creates nothing in a directory it
 // refuses.
@@ -20,12 +25,13 @@ func TestOpenFormat(t *testing.T) {
 		wantErr string // "" = Open succeeds; else a part of the error
 	}{
 		{"fresh directory", "", ""},
-		{"current version", `{"format":"durofs","version":5}`, ""},
+		{"current version", `{"format":"durofs","version":6}`, ""},
+		{"version 5 (no deletion markers): replayed and upgraded", `{"format":"durofs","version":5}`, ""},
 		{"version 4 (files replaced, never written in place): upgraded", `{"format":"durofs","version":4}`, ""},
 		{"version 3 (log not preallocated): upgraded", `{"format":"durofs","version":3}`, ""},
-		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 5); finish the directory's work with durofs 0.1"},
-		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 5); finish the directory's work with the build that wrote it"},
-		{"future major version", `{"format":"durofs","version":6}`, "format version 6 (this build reads version 5)"},
+		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 6); finish the directory's work with durofs 0.1"},
+		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 6); finish the directory's work with the build that wrote it"},
+		{"future major version", `{"format":"durofs","version":7}`, "format version 7 (this build reads version 6)"},
 		{"not durofs", `{"format":"other","version":2}`, "is not a durofs FORMAT file"},
 		{"garbage", `not json`, "is not a durofs FORMAT file"},
 	}
@@ -59,8 +65,8 @@ func TestOpenFormat(t *testing.T) {
 			}
 			p.Close()
 			data, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
-			if err != nil || !strings.Contains(string(data), `"format":"durofs"`) || !strings.Contains(string(data), `"version":5`) {
-				t.Fatalf("FORMAT = %q, %v; want version 5", data, err)
+			if err != nil || !strings.Contains(string(data), `"format":"durofs"`) || !strings.Contains(string(data), `"version":6`) {
+				t.Fatalf("FORMAT = %q, %v; want version 6", data, err)
 			}
 			// Reopening works and keeps the FORMAT file.
 			p2, err := Open(dir, Options{SweepInterval: -1})
@@ -75,12 +81,13 @@ func TestOpenFormat(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesOlderFormatInUse: a version-3 or -4 directory that other
-// processes have open (processes of an older build: one appends at the end
-// of a log segment, the other reads instance.json without checking a seal)
-// is refused; nothing is upgraded under them.
+// TestOpenRefusesOlderFormatInUse: a version-3, -4 or -5 directory that
+// other processes have open (processes of an older build: one appends at the
+// end of a log segment, one reads instance.json without checking a seal, one
+// deletes without a deletion marker) is refused; nothing is upgraded under
+// them.
 func TestOpenRefusesOlderFormatInUse(t *testing.T) {
-	for _, version := range []string{"3", "4"} {
+	for _, version := range []string{"3", "4", "5"} {
 		t.Run("version "+version, func(t *testing.T) {
 			dir := t.TempDir()
 			p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
@@ -183,3 +190,52 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 	}
 	p.Close()
 }
+
+// TestOpenReplaysWhenUpgrading: the first process to open a version-5
+// directory alone replays its log before it writes version 6, even in the
+// boot its last process died in (when a reopen would otherwise only
+// finish the marked commits): a deletion committed by an older build made
+// no deletion marker, and the replay applies every committed deletion, or
+// marks one it cannot apply together with its marker (fs_deleting.go).
+func TestOpenReplaysWhenUpgrading(t *testing.T) {
+	for _, c := range []struct {
+		version    string
+		wantReplay bool
+	}{{"5", true}, {"6", false}} {
+		t.Run("version "+c.version, func(t *testing.T) {
+			mem := vfs.NewStrictMem()
+			mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
+			opts := Options{fs: mem, Clock: clock.NewManual(time.Now()), SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
+			sw := &plKillSwitch{at: -1}
+			oldOpts := opts
+			oldOpts.fs = memBoot{sw.newFS(mem, "old"), mem}
+			old, err := Open("/d", oldOpts)
+			mustNoErr(t, err)
+			createInstance(t, old, "a")
+			sw.mu.Lock()
+			sw.at = sw.ops + 1 // killed at its next change
+			sw.mu.Unlock()
+			_ = old.EnqueueForOrchestrator(context.Background(), startItem("b"), 0)
+			if !sw.fired() {
+				t.Fatal("the old process was not killed")
+			}
+			mustNoErr(t, vfs.WriteFile(mem, "/d/FORMAT", []byte(`{"format":"durofs","version":`+c.version+`}`)))
+			p := openT(t, "/d", opts)
+			if got := p.RecoveryStats().RecordsReplayed > 0; got != c.wantReplay {
+				t.Fatalf("version %s reopened alone in the same boot: records replayed = %d; want replay %v", c.version, p.RecoveryStats().RecordsReplayed, c.wantReplay)
+			}
+			if data, _ := mem.ReadFile("/d/FORMAT"); !strings.Contains(string(data), `"version":6`) {
+				t.Fatalf("FORMAT = %q; want version 6", data)
+			}
+		})
+	}
+}
+
+// memBoot is a process's view of a MemFS that reports the simulated
+// machine's boot id, as the MemFS does.
+type memBoot struct {
+	vfs.FS
+	mem *vfs.MemFS
+}
+
+func (m memBoot) BootID() (string, error) { return m.mem.BootID() }

@@ -23,15 +23,17 @@ package provider
 //     checkpoint and the sweep finishing a marked commit, fsck) creates
 //     nothing: a missing lock file means there is no instance (lease.ErrGone).
 //   - reclaimInstance, under the flock, once everything else of the
-//     instance is gone: the lease file (and with it the marks of the commit
-//     being applied), then the lock file, then the directory (rmdir: a
-//     locker that came after the lock file went may have made a new one
-//     there; then the directory is its).
+//     instance is gone: the deletion marker (fs_deleting.go), the lease
+//     file (and with it the marks of the commit being applied), then the
+//     lock file, then the directory (rmdir: a locker that came after the
+//     lock file went may have made a new one there; then the directory is
+//     its).
 //
 // So a directory without a lock file is empty (a crash between the lock
 // file's removal and the rmdir, or between a creator's mkdir and its lock
-// file), and one holding only its lock file (a crash between the lease's
-// removal and the lock file's) is an instance with nothing: both are
+// file), and one holding only its lock file, and perhaps a deletion marker
+// (a crash between the lease's removal and the lock file's, or between the
+// marker's and the lease's) is an instance with nothing: both are
 // garbage that the next deletion of the id, the next creator, or fsck
 // --repair removes. A reclaimed instance leaves no lease, so no token of it
 // is accepted by a new instance of the same id, whose fences start again;
@@ -113,15 +115,21 @@ func (p *FSProvider) lockExisting(ctx context.Context, key string, wait bool) (*
 	return p.leases.LockExisting(ctx, p.lockPath(key), p.leasePath(key), wait)
 }
 
-// reclaimInstance removes instance key's lease file, lock file and
-// directory, under its flock, once everything else of the instance is gone
-// (see the top of this file). The lease goes first: it may mark the commit
+// reclaimInstance removes instance key's deletion marker (fs_deleting.go),
+// lease file, lock file and directory, under its flock, once everything else
+// of the instance is gone (see the top of this file). The lease goes before
+// the lock file: it may mark the commit
 // being applied, which is finished once nothing of the instance is left.
 // A lock file or directory that cannot be removed leaves an empty instance
 // (logged, not an error: the instance is gone); a lease file that cannot be
 // removed is an error (the apply is not finished).
 func (p *FSProvider) reclaimInstance(g *lease.Guard, key string) error {
 	p.dropHeld(key)
+	// The deletion marker before the lease: a deletion mark without the
+	// marker is harmless once the items it lists are gone (fs_deleting.go).
+	if err := p.fs.Remove(p.deletingPath(key)); err != nil && !vfs.IsNotExist(err) {
+		return err
+	}
 	if err := g.RemoveLease(); err != nil {
 		return err
 	}
@@ -163,7 +171,7 @@ func (p *FSProvider) emptyInstance(g *lease.Guard, key string) (bool, error) {
 	}
 	for _, n := range names {
 		switch n {
-		case "lock":
+		case "lock", "deleting": // a marker with no deletion mark is stale
 		case "lease.json":
 			l, _, err := g.Read()
 			if err != nil || l.Token != "" || len(l.Data) > 0 {

@@ -24,6 +24,7 @@ import (
 //	instances/<key>/lock                         flock target, removed last when the instance is (fs_reclaim.go)
 //	instances/<key>/lease.json                   the instance lease (lease package) + orchestrator queue state
 //	instances/<key>/instance.json                instanceFile: current execution, fence, instance record
+//	instances/<key>/deleting                     empty: a deletion listing worker items may be pending (fs_deleting.go)
 //	instances/<key>/executions/<n>/history.jsonl history package log, one event per record
 //	instances/<key>/executions/<n>/state.json    executionFile: status, output, pin, timestamps
 //	children/<parent key>/<key>                  empty: the instance's record names that parent (fs_reclaim.go)
@@ -36,6 +37,9 @@ func (p *FSProvider) lockPath(key string) string {
 }
 func (p *FSProvider) leasePath(key string) string {
 	return filepath.Join(p.instDir(key), "lease.json")
+}
+func (p *FSProvider) deletingPath(key string) string {
+	return filepath.Join(p.instDir(key), "deleting")
 }
 func (p *FSProvider) instFilePath(key string) string {
 	return filepath.Join(p.instDir(key), "instance.json")

@@ -133,7 +133,9 @@ var errFound = errors.New("found")
 
 // commitLocked makes rec the commit point: it marks it pending in every
 // guard's lease (steps 2 and 3 of the protocol), appends it and waits for the
-// group sync. On an error before the append, the marks are cleared and
+// group sync. A deletion's guards are its members', in order; before its
+// append it creates the deletion markers of the members that list worker
+// items (fs_deleting.go). On an error before the append, the marks are cleared and
 // nothing happened. On a sync error the record's fate is unknown (the log is
 // poisoned) and the marks stay, for the replay to settle.
 func (p *FSProvider) commitLocked(ctx context.Context, guards []*lease.Guard, rec *commitRecord) error {
@@ -149,10 +151,16 @@ func (p *FSProvider) commitLocked(ctx context.Context, guards []*lease.Guard, re
 			return fmt.Errorf("mark pending: %w", err)
 		}
 	}
+	if err := p.markDeletingOf(rec); err != nil {
+		clearMarks(guards, mark.ID)
+		p.dropDeletingOf(guards, rec)
+		return fmt.Errorf("create deletion marker: %w", err)
+	}
 	failpoint.Hit("commit.after_mark")
 	_, end, err := p.wal.Append(data)
 	if err != nil {
 		clearMarks(guards, mark.ID)
+		p.dropDeletingOf(guards, rec)
 		return err
 	}
 	failpoint.Hit("commit.after_append")
@@ -300,6 +308,11 @@ func (p *FSProvider) redoPending(ctx context.Context, g *lease.Guard, key string
 			failpoint.Hit("redo.no_record")
 			if err := clearMark(g, st.Pending.ID); err != nil {
 				return fmt.Errorf("clear mark: %w", err)
+			}
+			if deletionMark(*st.Pending) {
+				if err := p.dropDeleting(g, key); err != nil {
+					return fmt.Errorf("remove deletion marker: %w", err)
+				}
 			}
 			continue
 		}
@@ -623,6 +636,8 @@ func (rs *replayState) setMarks(ctx context.Context) {
 		if err == nil {
 			cur, _, rerr := g.Read()
 			if rerr != nil && !errors.Is(rerr, lease.ErrCorrupt) {
+				err = rerr
+			} else if rerr = p.markDeletingFor(key, marks); rerr != nil {
 				err = rerr
 			} else {
 				st := decodeOrchState(cur)

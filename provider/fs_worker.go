@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/failpoint"
 	"github.com/durofs/durofs/internal/vfs"
-	"github.com/durofs/durofs/lease"
 )
 
 // workerMessage builds the queue message for an ActivityExecute. Its
@@ -338,81 +336,6 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	}
 	p.notify(wakeOrch) // the completion went to the orchestrator queue
 	return nil
-}
-
-// deletionCommitted reports whether a committed deletion of instance key
-// that lists worker item name is still pending, not yet applied: its
-// writer died after its commit point (the kernel let go of the claim locks
-// it held from before its commit), or its apply failed. The caller holds
-// name's claim lock and saw the item still there. A work ack must then
-// fail: committed, its record would come after the deletion's in the log,
-// and while live the deletion's redo deletes the completion it published,
-// a replay after a power loss redoes the deletion and then the ack, which
-// publishes it again, for the next instance of the same id to receive
-// (TestAckAfterTheDeleterDiedIsRefused).
-//
-// The instance's lease is read without its flock, and that read decides:
-// a deletion sets its mark before it appends its record, holding the claim
-// locks of every item it lists, and clears the mark only once those items
-// are deleted, so a holder of name's claim lock that finds the item there
-// either sees the mark of every committed deletion listing it, or no such
-// deletion committed before it took the lock (and none can commit while
-// it holds it). A lease written in place can be read torn while its
-// holder writes it: Inspect reads again then; one that stays unreadable is
-// read as redoPending reads it, without marks (a corrupt lease is free, and
-// the next holder writes a new one), so that it cannot fail the acks of the
-// instance's items for good. Other commits' marks (an orchestration ack of
-// the instance between its commit point and its apply) say their kind and
-// are passed over without reading the log.
-func (p *FSProvider) deletionCommitted(ctx context.Context, key, name string) (bool, error) {
-	if key == "" {
-		return false, nil // an item with no instance key: no deletion lists it
-	}
-	l, exists, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
-	if errors.Is(err, lease.ErrCorrupt) && !errors.Is(err, vfs.ErrSymlink) {
-		return false, nil
-	}
-	if err != nil || !exists {
-		return false, err
-	}
-	// Most leases hold no mark: say so without decoding the queue state
-	// (a fan-out's batch and attempt counts), which every work ack of the
-	// instance would otherwise pay for. A mark is always encoded under one
-	// of these two names.
-	if !bytes.Contains(l.Data, []byte(`"pending"`)) && !bytes.Contains(l.Data, []byte(`"queued"`)) {
-		return false, nil
-	}
-	var st struct {
-		Pending *pendingMark  `json:"pending"`
-		Queued  []pendingMark `json:"queued"`
-	}
-	if json.Unmarshal(l.Data, &st) != nil {
-		return false, nil // as decodeOrchState reads it: no marks
-	}
-	marks := st.Queued
-	if st.Pending != nil {
-		marks = append([]pendingMark{*st.Pending}, marks...)
-	}
-	for _, mark := range marks {
-		if mark.Kind != "" && mark.Kind != kindDelete {
-			continue
-		}
-		lr, err := p.findRecord(key, &mark)
-		if err != nil {
-			return false, err
-		}
-		if lr == nil || lr.rec.Kind != kindDelete {
-			continue
-		}
-		for _, mem := range lr.rec.Members {
-			for _, r := range mem.Delete {
-				if mem.Key == key && r.Queue == "worker" && r.Name == name {
-					return true, nil
-				}
-			}
-		}
-	}
-	return false, nil
 }
 
 // commitWorkAck marks the claim held as c pending for rec, appends rec to

@@ -158,7 +158,7 @@ func TestCLIConventions(t *testing.T) {
 			want   string // in the result line
 		}{
 			{"a format fsck cannot repair", func(t *testing.T, d string) {
-				writeFile(t, filepath.Join(d, "FORMAT"), `{"format":"durofs","version":6}`)
+				writeFile(t, filepath.Join(d, "FORMAT"), `{"format":"durofs","version":`+strconv.Itoa(provider.FormatVersion+1)+`}`)
 			}, "--repair cannot fix these"},
 			{"an old temporary file", func(t *testing.T, d string) {
 				p := filepath.Join(d, "tmp", ".tmp-lease.json-0f0f")

@@ -90,6 +90,7 @@ var seeds = map[string][]seed{
 		{"workack.after_mark", 4},           // claim marked acked, no record
 		{"workack.after_commit", 4},         // completion staged, claim acked, record logged
 		{"prune.after_commit", 15},          // two executions to remove
+		{"commit.after_mark", 20},           // a deletion's marks and markers, no record: the markers are removed
 		{"delete.after_commit", 20},         // committed, nothing applied
 		{"delete.after_member_applied", 20}, // committed, one of two instances applied
 	},
