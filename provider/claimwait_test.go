@@ -378,9 +378,13 @@ func TestReplayedWorkAckKeepsAClaimMarkedByAnotherCommit(t *testing.T) {
 // TestOrchestrationCallsDoNotWaitForAStoppedLockHolder is
 // TestWorkCallsDoNotWaitForAStoppedLockHolder for orchestration turns: an
 // ack, renewal or abandon waits for the instance's flock, held by a
-// "stopped" process (a fetch pass stopped while it looked at the lease),
-// only until the turn's lease expires (plus a margin), then fails,
-// retryably, without writing; once the flock is free the instance is
+// "stopped" process (a fetch pass stopped while it looked at the lease, or
+// after it took the expired lease over), only until the turn's lease
+// expires (plus a margin), then fails without writing: as it would under
+// the flock when the lease file settles it (leaseWaitErr) - another token:
+// invalid; the caller's, expired, for the ack and the renewal (which check
+// expiry) - else retryably (the abandon of an expired lease not taken
+// over, which may still succeed); once the flock is free the instance is
 // fetched again under a new token. The call gives up only once the lease
 // has expired, whether its process knew the expiry (it fetched the turn)
 // or read it from the lease file (a token passed to another process).
@@ -393,49 +397,98 @@ func TestOrchestrationCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 	calls := []struct {
 		name string
 		call call
+		// What the call returns once its wait ran out at the lease's
+		// expiry, the lease still the caller's; taken over, every call
+		// fails as invalid.
+		expired error
 	}{
 		{"ack", func(p *FSProvider, token string) error {
 			return p.AckOrchestrationItem(ctx, token, 1, []Event{started("a")}, nil, nil, md("TestOrch", "1.0.0"), nil)
-		}},
-		{"renew", func(p *FSProvider, token string) error { return p.RenewOrchestrationItemLock(ctx, token, time.Minute) }},
-		{"abandon", func(p *FSProvider, token string) error { return p.AbandonOrchestrationItem(ctx, token, 0, false) }},
+		}, errTokenExpired},
+		{"renew", func(p *FSProvider, token string) error { return p.RenewOrchestrationItemLock(ctx, token, time.Minute) }, errTokenExpired},
+		{"abandon", func(p *FSProvider, token string) error { return p.AbandonOrchestrationItem(ctx, token, 0, false) }, ErrRetryable},
 	}
 	for _, tc := range calls {
 		for _, caller := range []string{"fetching process", "other process"} {
-			t.Run(tc.name+" by the "+caller, func(t *testing.T) {
-				dir := t.TempDir()
-				p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-				by := p
-				if caller == "other process" {
-					by = openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			for _, takenOver := range []bool{false, true} {
+				name := tc.name + " by the " + caller
+				if takenOver {
+					name += ", the lease taken over"
 				}
-				mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
-				it, err := p.FetchOrchestrationItem(ctx, 300*time.Millisecond, 0, nil)
-				if err != nil || it == nil {
-					t.Fatalf("fetch = %+v, %v", it, err)
-				}
-				l, _, err := p.leases.Inspect(ctx, p.lockPath(instanceKey("a")), p.leasePath(instanceKey("a")))
-				mustNoErr(t, err)
-				release := holdInstanceLock(t, p, "a")
-				err = notStalled(t, "the "+tc.name, func() error { release(); return nil }, func() error { return tc.call(by, it.LockToken) })
-				if !errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), "held by another process") {
-					t.Fatalf("%s = %v; want a retryable error naming the held flock", tc.name, err)
-				}
-				if now := p.nowMs(); now < l.ExpiresAtMs {
-					t.Fatalf("the %s gave up %d ms before the lease expired", tc.name, l.ExpiresAtMs-now)
-				}
-				release()
-				var again *LockedOrchestrationItem
-				for deadline := time.Now().Add(5 * time.Second); again == nil && time.Now().Before(deadline); {
-					again, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+				t.Run(name, func(t *testing.T) {
+					dir := t.TempDir()
+					p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+					by := p
+					if caller == "other process" {
+						by = openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+					}
+					mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem("a"), 0))
+					it, err := p.FetchOrchestrationItem(ctx, 300*time.Millisecond, 0, nil)
+					if err != nil || it == nil {
+						t.Fatalf("fetch = %+v, %v", it, err)
+					}
+					l, _, err := p.leases.Inspect(ctx, p.lockPath(instanceKey("a")), p.leasePath(instanceKey("a")))
 					mustNoErr(t, err)
-				}
-				if again == nil || again.LockToken == it.LockToken {
-					t.Fatalf("fetch after the release = %+v; want the instance again under a new token", again)
-				}
-			})
+					var release func()
+					if takenOver {
+						release = holdTakenOver(t, p, "a", l.ExpiresAtMs)
+					} else {
+						release = holdInstanceLock(t, p, "a")
+					}
+					err = notStalled(t, "the "+tc.name, func() error { release(); return nil }, func() error { return tc.call(by, it.LockToken) })
+					switch want := tc.expired; {
+					case takenOver:
+						if !errors.Is(err, ErrInvalidLockToken) || IsRetryable(err) || errors.Is(err, errTokenExpired) {
+							t.Fatalf("%s = %v; want the permanent invalid-token error", tc.name, err)
+						}
+					case want == ErrRetryable:
+						if !errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), "held by another process") {
+							t.Fatalf("%s = %v; want a retryable error naming the held flock", tc.name, err)
+						}
+					case !errors.Is(err, want) || IsRetryable(err):
+						t.Fatalf("%s = %v; want the permanent %v", tc.name, err, want)
+					}
+					if now := p.nowMs(); now < l.ExpiresAtMs {
+						t.Fatalf("the %s gave up %d ms before the lease expired", tc.name, l.ExpiresAtMs-now)
+					}
+					release()
+					var again *LockedOrchestrationItem
+					for deadline := time.Now().Add(5 * time.Second); again == nil && time.Now().Before(deadline); {
+						again, err = p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+						mustNoErr(t, err)
+					}
+					if again == nil || again.LockToken == it.LockToken {
+						t.Fatalf("fetch after the release = %+v; want the instance again under a new token", again)
+					}
+				})
+			}
 		}
 	}
+}
+
+// holdTakenOver is holdInstanceLock by a process that takes inst's lease
+// over once it has expired (at expiresAtMs) and then stops, the flock held.
+func holdTakenOver(t *testing.T, p *FSProvider, inst string, expiresAtMs int64) (release func()) {
+	t.Helper()
+	g, err := p.lockInstance(context.Background(), instanceKey(inst))
+	mustNoErr(t, err)
+	time.Sleep(time.Duration(expiresAtMs-p.nowMs()+5) * time.Millisecond)
+	cur, _, err := g.Read()
+	mustNoErr(t, err)
+	cur.Token, cur.ExpiresAtMs = "01ARZ3NDEKTSV4RRFFQ69G5FAV.6f1c6b7e-6d51-4b4a-9d1c-6a2a9a3f6d11", p.nowMs()+60_000
+	mustNoErr(t, g.Write(cur))
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			// The stopped fetch resumes and lets the instance go again.
+			cur.Token, cur.ExpiresAtMs = "", 0
+			_ = g.Write(cur)
+			_ = g.Unlock()
+		}
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // TestGWTaskCallsDoNotWaitForAStoppedLockHolder is

@@ -125,7 +125,7 @@ func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string,
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token") // no instance, no lease
 	}
 	if err != nil {
-		return p.leaseWaitErr(op, ctx, wctx, err)
+		return p.leaseWaitErr(op, ctx, wctx, err, key, lt, "Invalid lock token", "Instance lock expired")
 	}
 	defer g.Unlock()
 	if err := p.redoPending(ctx, g, key); err != nil {

@@ -209,11 +209,27 @@ func (p *FSProvider) leaseWaitCtx(ctx context.Context, key, token string, untilM
 	return context.WithTimeout(ctx, wait)
 }
 
-// leaseWaitErr is the error of a call whose wait for an instance's flock,
-// bounded by wctx (leaseWaitCtx), ended with err: retryable either way,
-// saying so if the bound ran out while the caller's ctx had not.
-func (p *FSProvider) leaseWaitErr(op string, ctx, wctx context.Context, err error) error {
+// leaseWaitErr is the error of a call on instance key's lease under token
+// whose wait for the instance's flock, bounded by wctx (leaseWaitCtx), ended
+// with err. If the bound ran out (the flock stayed held past the lease's
+// expiry) the lease file, read without the flock, may settle the call: one
+// that is gone or names another token (or none) says the lease was lost
+// for good - tokens are never reused, and a write in place cannot show a
+// token older than the fetch that gave the caller its own - so the call
+// fails as it would under the flock, with invalid; one that names token and
+// has expired too, if expired is not "" (the call checks expiry: no one can
+// renew an expired lease), fails with expired. Otherwise, or if the file
+// cannot be read, the error is retryable (TestOrchestrationCallsDoNotWaitForAStoppedLockHolder).
+func (p *FSProvider) leaseWaitErr(op string, ctx, wctx context.Context, err error, key, token, invalid, expired string) error {
 	if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
+		cur, exists, rerr := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
+		switch {
+		case rerr != nil:
+		case !exists || cur.Token != token:
+			return Permanentf(op, ErrInvalidLockToken, "%s", invalid)
+		case expired != "" && !cur.HeldAt(p.nowMs()):
+			return Permanentf(op, errTokenExpired, "%s", expired)
+		}
 		return Retryablef(op, err, "the instance's flock was held by another process (stopped?) until past the lease's expiry")
 	}
 	return Retryablef(op, err, "lock instance: %v", err)

@@ -726,7 +726,7 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 		return Permanentf(op, ErrInvalidLockToken, "Invalid lock token")
 	}
 	if err != nil {
-		return p.leaseWaitErr(op, ctx, wctx, err)
+		return p.leaseWaitErr(op, ctx, wctx, err, key, lt, "Invalid lock token", "")
 	}
 	defer g.Unlock()
 	if err := p.redoPending(ctx, g, key); err != nil {
@@ -799,7 +799,7 @@ func (p *FSProvider) RenewOrchestrationItemLock(ctx context.Context, lockToken s
 		return Permanentf(op, ErrInvalidLockToken, "Lock token invalid, expired, or already acked")
 	}
 	if err != nil {
-		return p.leaseWaitErr(op, ctx, wctx, err)
+		return p.leaseWaitErr(op, ctx, wctx, err, key, lt, "Lock token invalid, expired, or already acked", "Lock token invalid, expired, or already acked")
 	}
 	defer g.Unlock()
 	if err := p.redoPending(ctx, g, key); err != nil { // a committed ack's token renews nothing

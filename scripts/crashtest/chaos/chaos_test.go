@@ -70,6 +70,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs worker processes for about 20 s")
 	}
+	t.Parallel() // its own directory and worker processes
 	cfg := defaultConfig()
 	cfg.duration, cfg.kills, cfg.seed = 15*time.Second, 30, 1
 	res := runForTest(t, cfg)
@@ -93,6 +94,7 @@ func TestZombieHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs worker processes for about 15 s")
 	}
+	t.Parallel() // its own directory and worker processes
 	cfg := defaultConfig()
 	cfg.duration, cfg.zombies, cfg.seed = 8*time.Second, 2, 2
 	cfg.killMin, cfg.killMax = 300*time.Millisecond, 900*time.Millisecond
@@ -139,6 +141,7 @@ func TestStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs worker processes for about 15 s")
 	}
+	t.Parallel() // its own directory and worker processes
 	cfg := defaultConfig()
 	cfg.duration, cfg.stops, cfg.lockTimeout, cfg.seed = 0, 20, time.Second, 3
 	cfg = cfg.withDerived()
