@@ -50,10 +50,11 @@ func TestDeletionRemovesCompletionOfAWorkAckCommittedBeforeIt(t *testing.T) {
 // lock) deletes the completion the ack published, but a replay after a
 // power loss redoes the records in log order - the deletion, then the ack,
 // which publishes the completion again, and the next instance of the same
-// id receives the deleted one's result. The deletion holds its items'
-// claim locks from before its commit, so the ack either commits first (and
-// the deletion deletes its completion, in the log too) or finds its item
-// gone.
+// id receives the deleted one's result. The deletion passes its items'
+// claim locks after creating its marker and before its commit, so the ack
+// either commits first (and the deletion deletes its completion, in the log
+// too) or finds the marker, waits for the deletion, and finds its item
+// gone (fs_deleting.go).
 //
 // On main before the fix the new instance received "stale-result" after
 // the replay.
@@ -88,9 +89,9 @@ func TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion(t *testing
 	replayedGetsNoCompletion(t, mem, opts, "x")
 }
 
-// TestForcedDeletionOfAWideFanOut: a forced deletion holds the claim lock
-// of every pending work item of its instances through its commit and apply
-// (one descriptor each); with hundreds of them, some claimed, it deletes
+// TestForcedDeletionOfAWideFanOut: a forced deletion passes the claim lock
+// of every pending work item of its instances before its commit and takes
+// each again to delete it; with hundreds of them, some claimed, it deletes
 // them all and leaves no claim behind.
 func TestForcedDeletionOfAWideFanOut(t *testing.T) {
 	ctx := context.Background()
@@ -116,9 +117,10 @@ func TestForcedDeletionOfAWideFanOut(t *testing.T) {
 }
 
 // TestForcedDeletionFailingToLockAClaimChangesNothing: when taking one of
-// its work items' claim locks fails (EMFILE: a descriptor per item), a
-// forced deletion commits nothing, returns a retryable error, and leaves
-// the instance and every item as they were; tried again, it deletes them.
+// its work items' claim locks fails (EMFILE) as it passes them, a forced
+// deletion commits nothing, returns a retryable error, and leaves the
+// instance and every item as they were, with no marker; tried again, it
+// deletes them.
 func TestForcedDeletionFailingToLockAClaimChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	mem, _, p := strictMemT(t)
@@ -413,4 +415,113 @@ func TestDeletionFaultLeavesNoMarker(t *testing.T) {
 			newIncarnationGetsNoCompletion(t, p, "x")
 		})
 	}
+}
+
+// lockCountFS counts the worker items' claim locks (flocks on files of
+// queues/worker) its process holds at once.
+type lockCountFS struct {
+	vfs.FS
+	mu        sync.Mutex
+	held, max int
+}
+
+type countedUnlock struct {
+	u vfs.Unlocker
+	c *lockCountFS
+}
+
+func (u countedUnlock) Unlock() error {
+	u.c.mu.Lock()
+	u.c.held--
+	u.c.mu.Unlock()
+	return u.u.Unlock()
+}
+
+func (c *lockCountFS) LockExisting(ctx context.Context, name string, wait bool) (vfs.Unlocker, bool, error) {
+	u, ok, err := c.FS.LockExisting(ctx, name, wait)
+	if err != nil || !ok || filepath.Base(filepath.Dir(name)) != "worker" {
+		return u, ok, err
+	}
+	c.mu.Lock()
+	c.held++
+	c.max = max(c.max, c.held)
+	c.mu.Unlock()
+	return countedUnlock{u, c}, true, nil
+}
+
+// TestDeletionHoldsOneClaimLockAtATime: a forced deletion of an instance
+// with many pending work items passes their claim locks one at a time
+// (passClaims) instead of holding them all through its commit, so that
+// its descriptors do not grow with the items (each claim lock is an open
+// file: holding them all, a deletion of more items than the descriptor
+// limit - 20,000 on the CI machine - could never commit).
+func TestDeletionHoldsOneClaimLockAtATime(t *testing.T) {
+	ctx := context.Background()
+	mem, opts, p := strictMemT(t)
+	const items = 300
+	runActivities(t, p, "big", items)
+	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work = %+v, %v", w, err)
+	}
+	cfs := &lockCountFS{FS: mem}
+	dopts := opts
+	dopts.fs = cfs
+	deleter := openT(t, "/d", dopts)
+	res, err := deleter.DeleteInstance(ctx, "big", true)
+	mustNoErr(t, err)
+	if res.QueueMessagesDeleted != items {
+		t.Fatalf("deleted %d messages, want %d", res.QueueMessagesDeleted, items)
+	}
+	if cfs.max != 1 {
+		t.Fatalf("the deletion held up to %d claim locks at once; want 1", cfs.max)
+	}
+	if err := p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "big", ExecutionID: 1, ID: 2, Result: "r"}); err == nil || IsRetryable(err) {
+		t.Fatalf("ack of a deleted item = %v; want a permanent error", err)
+	}
+	newIncarnationGetsNoCompletion(t, p, "big")
+}
+
+// TestAckDuringADeletionWaitsForIt: a work ack that takes its item's claim
+// lock after a forced deletion passed it (the deletion stopped after its
+// commit point, its item still there) finds the deletion marker, lets go
+// of the claim lock and waits for the instance's flock, which the deleter
+// holds until its apply; then its item is gone and it fails, permanently.
+// Without the marker check it would commit after the deletion, and a
+// replay would publish its completion to the next instance of the id.
+func TestAckDuringADeletionWaitsForIt(t *testing.T) {
+	ctx := context.Background()
+	mem, opts, p := strictMemT(t)
+	runActivities(t, p, "x", 1)
+	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work = %+v, %v", w, err)
+	}
+	committed, goOn := make(chan struct{}), make(chan struct{})
+	testHookAfterCommitPoint = func(kind string) {
+		if kind == "delete" {
+			close(committed)
+			<-goOn
+		}
+	}
+	t.Cleanup(func() { testHookAfterCommitPoint = nil })
+	delDone := deleteAsync(p, "x")
+	<-committed
+	ackDone := make(chan error, 1)
+	go func() {
+		ackDone <- p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
+	}()
+	select {
+	case err := <-ackDone:
+		close(goOn)
+		t.Fatalf("the ack returned (%v) while the deletion was not applied; want it to wait for it", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(goOn)
+	mustNoErr(t, <-delDone)
+	if err := <-ackDone; err == nil || IsRetryable(err) || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ack of an item the deletion deleted = %v; want the permanent not-found error", err)
+	}
+	testHookAfterCommitPoint = nil
+	replayedGetsNoCompletion(t, mem, opts, "x")
 }

@@ -352,10 +352,9 @@ func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force 
 }
 
 // DeleteInstancesAtomic implements Admin: all of ids, or nothing. It holds
-// the instances' flocks, and the claim lock of each of their pending work
-// items (one open descriptor each: a forced deletion of an instance with
-// more pending activities than the process may open files fails, retryably,
-// with EMFILE), from before its commit through its apply.
+// the instances' flocks from before its commit through its apply, and
+// passes the claim lock of each of their pending work items, one at a time,
+// before its commit (fs_deleting.go).
 func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
 	if err := checkInstanceIDs(op, ids...); err != nil {
@@ -385,7 +384,7 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 // redo of a member's pending commit reclaimed its directory (a deletion
 // committed before this one): the caller tries again from the start. wait
 // is set when a member's flock (lockNext) or a worker item's claim lock
-// (withClaims) stayed busy while the try held others: everything was let
+// (passClaims) stayed busy while the try held others: everything was let
 // go, and the caller runs wait (it waits for that lock alone) before it
 // tries again.
 func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, wait func(context.Context) error, err error) {
@@ -520,53 +519,36 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 		gs = append(gs, guards[k])
 		deleted[k] = true
 	}
-	// The worker items' claim locks are held from before the commit until
-	// their deletion is applied, so that a work ack of one is either wholly
-	// before this deletion in the log (it held the lock through its commit
-	// and apply: the deletion then lists and deletes its completion) or
-	// finds the item gone. An ack that checked its item before the commit
-	// and committed after it would otherwise have its completion deleted
-	// live but restored by a replay, which redoes it after the deletion
-	// (TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion).
-	// If the apply fails, or this process dies after the commit point, the
-	// claim locks are let go with the items still there until the
-	// deletion's redo: an ack in that gap finds the deletion's mark in the
-	// instance's marker file and lease and fails (fs_deleting.go).
-	var items []string
-	for _, m := range rec.Members {
-		items = append(items, workerItems(m)...)
-	}
-	sort.Strings(items)
-	busyItem, err := p.withClaims(ctx, items, func(ctx context.Context) error {
-		failpoint.Hit("delete.before_commit")
-		if err := p.commitLocked(ctx, gs, rec); err != nil {
-			return Retryablef(op, err, "commit deletion: %v", err)
-		}
-		afterCommitPoint("delete")
-		failpoint.Hit("delete.after_commit")
-		for _, m := range rec.Members {
-			if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
-				p.applyDeferredTo(ctx, "deletion", m.Key, m.Instance, rec, err)
-				return nil
+	// A work ack of one of the deleted worker items must not commit after
+	// this deletion: live, the deletion's redo would delete the completion
+	// it published, but a replay would redo the deletion and then the ack,
+	// and publish it again for the next instance of the id. commitLocked
+	// creates the deletion markers and passes every listed item's claim
+	// lock before the append (fs_deleting.go): an ack either committed and
+	// applied before that (this deletion then deletes its completion) or
+	// finds a marker and waits for this instance's flock, which is held
+	// until the deletion is applied.
+	failpoint.Hit("delete.before_commit")
+	if err := p.commitLocked(ctx, gs, rec); err != nil {
+		var busy *claimBusyError
+		if errors.As(err, &busy) {
+			for k := range deleted {
+				delete(deleted, k) // nothing committed: the deferred unlock tidies up
 			}
-			failpoint.Hit("delete.after_member_applied")
+			return res, false, func(ctx context.Context) error { return p.awaitClaimFree(ctx, busy.name) }, nil
 		}
-		p.notify(wakeAll)
-		return nil
-	})
-	if busyItem != "" {
-		for k := range deleted {
-			delete(deleted, k) // nothing committed: the deferred unlock tidies up
+		return DeleteInstanceResult{}, false, nil, Retryablef(op, err, "commit deletion: %v", err)
+	}
+	afterCommitPoint("delete")
+	failpoint.Hit("delete.after_commit")
+	for _, m := range rec.Members {
+		if err := p.applyDeleteMember(ctx, guards[m.Key], rec.CommitID, m); err != nil {
+			p.applyDeferredTo(ctx, "deletion", m.Key, m.Instance, rec, err)
+			return res, false, nil, nil
 		}
-		return res, false, func(ctx context.Context) error { return p.awaitClaimFree(ctx, busyItem) }, nil
+		failpoint.Hit("delete.after_member_applied")
 	}
-	var pe *ProviderError
-	if errors.As(err, &pe) {
-		return DeleteInstanceResult{}, false, nil, pe
-	}
-	if err != nil { // taking a claim lock failed (EMFILE, EIO): nothing committed
-		return DeleteInstanceResult{}, false, nil, Retryablef(op, err, "lock work item: %v", err)
-	}
+	p.notify(wakeAll)
 	return res, false, nil, nil
 }
 
@@ -653,12 +635,13 @@ func (p *FSProvider) applyDeleteMember(ctx context.Context, g *lease.Guard, id s
 // deleteCompletions deletes the completions that work acks of m's worker
 // items published to m's instance (their source is "w:<item>"). Such an ack
 // may have committed and been applied after the deletion listed the
-// instance's messages, but before the deletion took the item's claim lock
-// (deleteAtomic), which the ack held through its apply: every such
+// instance's messages, but before the deletion passed the item's claim
+// lock (passClaims), which the ack held through its apply: every such
 // completion is published by now, and it precedes the deletion in the log,
-// so a replay applies it first and deletes the same. No ack of an item can
-// commit after the deletion: it holds the claim locks from before its
-// commit through this apply.
+// so a replay applies it first and deletes the same. No ack of a listed
+// item commits after the deletion: one that took the claim lock after it
+// was passed finds the deletion marker and waits for the instance's flock,
+// held through this apply (fs_deleting.go).
 func (p *FSProvider) deleteCompletions(m deleteMember) error {
 	srcs := map[string]bool{}
 	for _, r := range m.Delete {

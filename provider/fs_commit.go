@@ -643,82 +643,30 @@ func deleteClaimed(ctx context.Context, q *fsqueue.Queue, name string) error {
 	return err
 }
 
-// deleteWorkItem deletes worker item name under its claim lock - one the
-// caller holds (heldClaim), or taken waiting at most claimWaitMax
-// (errClaimBusy) - after finishing a work ack of it that is committed and
-// not yet applied (its completion is published first: that ack comes
-// before this deletion in the log). ENOENT means done.
+// deleteWorkItem deletes worker item name under its claim lock, taken
+// waiting at most claimWaitMax (errClaimBusy), after finishing a work ack of
+// it that is committed and not yet applied (its completion is published
+// first: that ack comes before this deletion in the log). ENOENT means done.
 func (p *FSProvider) deleteWorkItem(ctx context.Context, name string) error {
-	del := func(g *fsqueue.ClaimGuard) error {
+	wctx, cancel := context.WithTimeout(ctx, claimWaitMax)
+	defer cancel()
+	err := p.workQ.WithClaim(wctx, name, func(g *fsqueue.ClaimGuard) error {
 		if p.wal.Err() == nil { // poisoned: a replay restores what the ack published
 			if err := p.redoWorkAck(g); err != nil {
 				return err
 			}
 		}
 		return p.workQ.Delete(name)
-	}
-	if g := heldClaim(ctx, name); g != nil {
-		return del(g)
-	}
-	wctx, cancel := context.WithTimeout(ctx, claimWaitMax)
-	defer cancel()
-	err := p.workQ.WithClaim(wctx, name, del)
+	})
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %w", errClaimBusy, err)
 	}
 	return err
 }
 
-// heldClaimsKey is the context key of the worker items' claim locks a
-// deletion holds from before its commit through its apply (withClaims).
-type heldClaimsKey struct{}
-
-// heldClaim returns the guard of worker item name's claim lock if ctx
-// carries it (the caller holds it), else nil.
-func heldClaim(ctx context.Context, name string) *fsqueue.ClaimGuard {
-	held, _ := ctx.Value(heldClaimsKey{}).(map[string]*fsqueue.ClaimGuard)
-	return held[name]
-}
-
-// errClaimsBusy ends withClaims' nested sections when a claim lock stayed
-// busy.
-var errClaimsBusy = errors.New("durofs: a claim lock stayed busy")
-
-// withClaims runs fn holding the claim locks of worker items names (in the
-// order given: sorted, so that two callers never deadlock), with a context
-// that carries them (heldClaim). It waits for each at most claimWaitMax,
-// for the reason lockNext gives; if one stays busy, busy names it, nothing
-// is held any more and fn did not run: the caller lets go of what it holds
-// and waits for that claim alone (awaitClaimFree) before it starts again.
-func (p *FSProvider) withClaims(ctx context.Context, names []string, fn func(ctx context.Context) error) (busy string, err error) {
-	held := make(map[string]*fsqueue.ClaimGuard, len(names))
-	var lockFrom func(i int) error
-	lockFrom = func(i int) error {
-		if i == len(names) {
-			return fn(context.WithValue(ctx, heldClaimsKey{}, held))
-		}
-		wctx, cancel := context.WithTimeout(ctx, claimWaitMax)
-		defer cancel()
-		err := p.workQ.WithClaim(wctx, names[i], func(g *fsqueue.ClaimGuard) error {
-			held[names[i]] = g
-			return lockFrom(i + 1)
-		})
-		if held[names[i]] == nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			busy = names[i]
-			return errClaimsBusy
-		}
-		return err
-	}
-	err = lockFrom(0)
-	if busy != "" {
-		return busy, nil
-	}
-	return "", err
-}
-
 // awaitClaimFree waits, holding nothing, until worker item name's claim
-// lock is free (or the item is gone): what a caller of withClaims does
-// after a busy claim, before it starts again.
+// lock is free (or the item is gone): what a deletion whose claim barrier
+// found it busy (passClaims) does before it starts again.
 func (p *FSProvider) awaitClaimFree(ctx context.Context, name string) error {
 	return p.workQ.WithClaim(ctx, name, func(*fsqueue.ClaimGuard) error { return nil })
 }

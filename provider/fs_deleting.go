@@ -2,51 +2,60 @@ package provider
 
 // The deletion marker: instances/<key>/deleting.
 //
-// A forced deletion holds its worker items' claim locks from before its
-// commit through its apply (deleteAtomic), so that no work ack of one of
-// them commits after it. A deleter killed after its commit point, or whose
-// apply fails, lets go of them with the items still there until the
-// deletion's redo deletes them. A work ack in that gap must fail: its record
-// would come after the deletion's in the log, and a replay after a power
-// loss would redo the deletion and then the ack, which publishes its
-// completion again, for the next instance of the same id to receive
-// (TestAckAfterTheDeleterDiedIsRefused).
+// No work ack of a worker item may commit after a deletion that lists the
+// item: live, the deletion's redo deletes the completion the ack
+// published, but a replay after a power loss redoes the deletion and then
+// the ack, which publishes the completion again, for the next instance of
+// the same id to receive (TestReplayDoesNotRestoreCompletionOfAnAckCommittedAfterADeletion,
+// TestAckAfterTheDeleterDiedIsRefused). A deletion holds its members'
+// instance flocks from before its marks through its apply; a work ack holds
+// only its item's claim lock. What orders them:
 //
-// The committed deletion's mark in the instance's lease says so, but a work
-// ack that read the lease every time would parse the instance's whole queue
-// state (a fan-out's batch: tens of kilobytes) on the hot path of every ack
-// (+10 % on a fan-out, BENCHMARKS.md). So a deletion that lists worker items
-// of an instance also creates an empty file, instances/<key>/deleting, under
-// the instance flock and holding the items' claim locks, after it marks the
-// lease and before it appends its record (commitLocked); and the file is
-// removed only where no committed deletion can be left unapplied:
+//  1. The deletion, for each member that has worker items, creates an empty
+//     file, instances/<key>/deleting, after marking its lease and before
+//     appending its record (commitLocked, beforeDeletionAppend).
+//  2. Then it takes and lets go of each listed item's claim lock in turn
+//     (passClaims): a work ack that held one has committed and applied by
+//     then, so its record precedes the deletion's, and the deletion's apply
+//     deletes its completion. One lock at a time: a deletion of an instance
+//     with a hundred thousand pending items needs no more descriptors than
+//     one with one. A lock that stays busy (its holder stopped) makes the
+//     deletion let everything go and wait for it alone, then start again.
+//  3. A work ack, under its item's claim lock and with the item still
+//     there, looks for the marker (deletionMarked: one failed stat when
+//     there is none). If it is there the ack lets go of the claim lock and
+//     takes the instance's flock (settleDeletion), bounded like every wait
+//     of an ack, then the claim lock again, and finishes holding both. The
+//     deleter held that flock from before it created the marker until its
+//     apply deleted the item, so by the time the ack has it, the deletion
+//     is applied (the item is gone: the ack fails), or it never committed,
+//     or its deleter died or its apply failed - then the ack first finishes
+//     it (redoPending) - and no deletion can start while the ack holds it.
 //
-//   - when the instance's directory is reclaimed (reclaimInstance), which
-//     happens after the deletion's apply deleted its items;
-//   - when a deletion mark is cleared without the deletion being applied -
-//     its append failed, or its redo finds no record (its writer died before
-//     the append) - and the lease holds no other deletion mark
-//     (dropDeleting, under the flock).
+// So an ack either finished before the deletion passed its claim lock, or
+// saw the marker and is ordered after the deletion's apply: no ack record
+// of a listed item follows the deletion's record in the log.
 //
-// A work ack holding an item's claim lock that finds the item still there
-// therefore finds the file whenever a committed deletion listing the item
-// is not yet applied; a missing file is one failed stat on the ack's path.
-// A file found sends it to the lease for the mark (deletionCommitted): the
-// file may be left over from a deletion that never committed.
-//
-// Nothing here is synced: after a power loss (or a failed sync) the first
-// process to open the directory alone replays the log before anyone acks,
-// which applies every committed deletion or, if one cannot be applied,
-// marks it again (setMarks), creating the file again first. A format-5
-// directory (no such files) is replayed when it is upgraded (upgradeFormat).
+// The marker goes when the instance's directory is reclaimed
+// (reclaimInstance, after the deletion deleted its items), or when a
+// deletion mark is cleared without the deletion being applied - its append
+// failed, or its redo found no record (its writer died before the append) -
+// and the lease holds no other deletion mark (dropDeleting, under the
+// flock); an ack that took the flock for a marker with no deletion behind
+// it removes it the same way. Nothing here is synced: after a power loss
+// (or a failed sync) the first process to open the directory alone replays
+// the log before anyone acks, which applies every committed deletion or,
+// if one cannot be applied, marks it again (setMarks), marker first. A
+// format-5 directory (no markers) is replayed when it is upgraded
+// (upgradeFormat).
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 
+	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -74,8 +83,9 @@ func (p *FSProvider) markDeletingFor(key string, marks []pendingMark) error {
 }
 
 // dropDeleting removes instance key's deletion marker if its lease, read
-// under g, holds no deletion mark (see the file comment): called after a
-// deletion's mark was cleared without the deletion being applied.
+// under g, holds no deletion mark (see the file comment): called where a
+// deletion's mark was cleared without the deletion being applied, and by a
+// work ack that found the marker (settleDeletion).
 func (p *FSProvider) dropDeleting(g *lease.Guard, key string) error {
 	cur, _, err := g.Read()
 	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
@@ -123,7 +133,8 @@ func (p *FSProvider) markDeletingOf(rec *commitRecord) error {
 
 // dropDeletingOf takes back markDeletingOf after rec did not commit and its
 // marks were cleared: guards[i] is rec.Members[i]'s. Best effort: a marker
-// left behind costs its instance's work acks a read of the lease.
+// left behind costs the next work ack of the instance a wait for its flock,
+// under which it removes the marker.
 func (p *FSProvider) dropDeletingOf(guards []*lease.Guard, rec *commitRecord) {
 	if rec.Kind != kindDelete || len(guards) != len(rec.Members) {
 		return
@@ -152,67 +163,91 @@ func deletionMark(mark pendingMark) bool {
 	return mark.Kind == "" || mark.Kind == kindDelete
 }
 
-// deletionCommitted reports whether a committed deletion of instance key
-// that lists worker item name is still pending, not yet applied. The caller
-// holds name's claim lock and saw the item still there; the work ack must
-// then fail (see the file comment).
-//
-// No marker file: no such deletion (the file comment). Otherwise the
-// instance's lease is read without its flock for the deletion's mark: a
-// deletion sets it before its append, holding the claim locks of every
-// item it lists, and clears it only once those items are deleted, so the
-// caller sees the mark of every committed deletion listing name. A lease
-// written in place can be read torn while its holder writes it: Inspect
-// reads again then; one that stays unreadable is read as redoPending reads
-// it, without marks (a corrupt lease is free, and the next holder writes a
-// new one), so that it cannot fail the acks of the instance's items for
-// good. Other commits' marks (an orchestration ack of the instance between
-// its commit point and its apply) say their kind and are passed over.
-func (p *FSProvider) deletionCommitted(ctx context.Context, key, name string) (bool, error) {
-	if key == "" {
-		return false, nil // an item with no instance key: no deletion lists it
+// beforeDeletionAppend is what commitLocked does between a deletion's
+// marks and its append: the markers, then the claim barrier (see the file
+// comment). An error (a *claimBusyError if a claim lock stayed busy) means
+// the deletion does not commit.
+func (p *FSProvider) beforeDeletionAppend(ctx context.Context, rec *commitRecord) error {
+	if rec.Kind != kindDelete {
+		return nil
 	}
-	if _, err := p.fs.Stat(p.deletingPath(key)); vfs.IsNotExist(err) {
+	if err := p.markDeletingOf(rec); err != nil {
+		return fmt.Errorf("create deletion marker: %w", err)
+	}
+	var items []string
+	for _, m := range rec.Members {
+		items = append(items, workerItems(m)...)
+	}
+	return p.passClaims(ctx, items)
+}
+
+// claimBusyError is passClaims' error for a claim lock that stayed busy.
+type claimBusyError struct{ name string }
+
+func (e *claimBusyError) Error() string {
+	return fmt.Sprintf("durofs: the claim lock of worker item %s stayed busy", e.name)
+}
+
+// passClaims takes and lets go of the claim lock of each worker item of
+// names, one at a time, waiting for each at most claimWaitMax (for the
+// reason lockNext gives): a *claimBusyError names one that stayed busy.
+func (p *FSProvider) passClaims(ctx context.Context, names []string) error {
+	for _, name := range names {
+		wctx, cancel := context.WithTimeout(ctx, claimWaitMax)
+		err := p.workQ.WithClaim(wctx, name, func(*fsqueue.ClaimGuard) error { return nil })
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return &claimBusyError{name: name}
+		}
+		if err != nil && !errors.Is(err, fsqueue.ErrNotFound) {
+			return fmt.Errorf("lock work item %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// deletionMarked reports whether instance key has a deletion marker.
+func (p *FSProvider) deletionMarked(key string) (bool, error) {
+	_, err := p.fs.Stat(p.deletingPath(key))
+	if vfs.IsNotExist(err) {
 		return false, nil
-	} else if err != nil {
-		return false, err
 	}
-	l, exists, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key))
-	if errors.Is(err, lease.ErrCorrupt) && !errors.Is(err, vfs.ErrSymlink) {
-		return false, nil
+	return err == nil, err
+}
+
+// errDeletionMarked is a work ack's signal, from under its claim lock, that
+// the item's instance has a deletion marker: the ack takes the instance's
+// flock (settleDeletion) and tries again.
+type errDeletionMarked struct{ key string }
+
+func (e *errDeletionMarked) Error() string {
+	return "durofs: the work item's instance has a deletion marker"
+}
+
+// settleDeletion takes instance key's flock for a work ack that found its
+// deletion marker (see the file comment), waiting as long as wctx allows,
+// and finishes a deletion left pending (redoPending); a marker with no
+// deletion mark behind it is removed. g is nil if the instance is gone (a
+// deletion reclaimed it: the ack then finds its item gone too).
+func (p *FSProvider) settleDeletion(ctx, wctx context.Context, key string) (*lease.Guard, error) {
+	g, _, err := p.lockExisting(wctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
+		return nil, nil
 	}
-	if err != nil || !exists {
-		return false, err
+	if err != nil {
+		return nil, err
 	}
-	// A mark is always encoded under one of these two names.
-	if !bytes.Contains(l.Data, []byte(`"pending"`)) && !bytes.Contains(l.Data, []byte(`"queued"`)) {
-		return false, nil
+	if err := p.redoPending(ctx, g, key); err != nil {
+		g.Unlock()
+		return nil, err
 	}
-	var st struct {
-		Pending *pendingMark  `json:"pending"`
-		Queued  []pendingMark `json:"queued"`
+	if g.Reclaimed() {
+		g.Unlock()
+		return nil, nil
 	}
-	if json.Unmarshal(l.Data, &st) != nil {
-		return false, nil // as decodeOrchState reads it: no marks
+	if err := p.dropDeleting(g, key); err != nil {
+		g.Unlock()
+		return nil, err
 	}
-	for _, mark := range append(derefMark(st.Pending), st.Queued...) {
-		if !deletionMark(mark) {
-			continue
-		}
-		lr, err := p.findRecord(key, &mark)
-		if err != nil {
-			return false, err
-		}
-		if lr == nil || lr.rec.Kind != kindDelete {
-			continue
-		}
-		for _, mem := range lr.rec.Members {
-			for _, r := range mem.Delete {
-				if mem.Key == key && r.Queue == "worker" && r.Name == name {
-					return true, nil
-				}
-			}
-		}
-	}
-	return false, nil
+	return g, nil
 }

@@ -82,6 +82,9 @@ func noPendingState(t *testing.T, p *FSProvider, insts ...string) {
 		if m := leaseMark(t, p, inst); m != nil {
 			t.Errorf("the lease of %s still marks commit %+v pending", inst, m)
 		}
+		if marked, err := p.deletionMarked(instanceKey(inst)); marked || err != nil {
+			t.Errorf("%s has a deletion marker (%v)", inst, err)
+		}
 	}
 	if pcs := pendingCommits(t, p); len(pcs) != 0 {
 		t.Errorf("pending commits: %+v", pcs)

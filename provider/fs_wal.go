@@ -103,12 +103,10 @@ var ErrSyncFailed = wal.ErrPoisoned
 type pendingMark struct {
 	ID   string  `json:"id"`
 	Hint wal.LSN `json:"hint"`
-	// Kind is the record's kind (markKind), so that a work ack looking for
-	// a committed deletion (deletionCommitted) reads from the log only the
-	// records of deletion marks, not those of the orchestration acks that
-	// mark the instance all through a fan-out. Empty in a claim's mark,
-	// and in an instance mark written before it existed (format 5), which
-	// is then looked up whatever its kind.
+	// Kind is the record's kind (markKind), so that a deletion's mark is
+	// known without reading its record (dropDeleting, setMarks). Empty in
+	// a claim's mark, and in an instance mark written before it existed,
+	// which is then taken for a deletion's (deletionMark).
 	Kind string `json:"kind,omitempty"`
 }
 
@@ -135,7 +133,7 @@ var errFound = errors.New("found")
 // guard's lease (steps 2 and 3 of the protocol), appends it and waits for the
 // group sync. A deletion's guards are its members', in order; before its
 // append it creates the deletion markers of the members that list worker
-// items (fs_deleting.go). On an error before the append, the marks are cleared and
+// items and passes their claim locks (beforeDeletionAppend, fs_deleting.go). On an error before the append, the marks are cleared and
 // nothing happened. On a sync error the record's fate is unknown (the log is
 // poisoned) and the marks stay, for the replay to settle.
 func (p *FSProvider) commitLocked(ctx context.Context, guards []*lease.Guard, rec *commitRecord) error {
@@ -151,10 +149,10 @@ func (p *FSProvider) commitLocked(ctx context.Context, guards []*lease.Guard, re
 			return fmt.Errorf("mark pending: %w", err)
 		}
 	}
-	if err := p.markDeletingOf(rec); err != nil {
+	if err := p.beforeDeletionAppend(ctx, rec); err != nil {
 		clearMarks(guards, mark.ID)
 		p.dropDeletingOf(guards, rec)
-		return fmt.Errorf("create deletion marker: %w", err)
+		return err
 	}
 	failpoint.Hit("commit.after_mark")
 	_, end, err := p.wal.Append(data)

@@ -260,7 +260,8 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	var hasSession bool
 	wctx, cancel := p.claimWaitCtx(ctx, ct, peek, peeked)
 	defer cancel()
-	err := p.workQ.WithClaim(wctx, name, func(g *fsqueue.ClaimGuard) error {
+	settled := false // the instance's deletion marker was seen, and its flock is held (settleDeletion)
+	ack := func(g *fsqueue.ClaimGuard) error {
 		c, exists, err := p.settledClaim(g)
 		if errors.Is(err, fsqueue.ErrCorrupt) {
 			return Permanentf(op, ErrInvalidLockToken, "Invalid lock token: the work item's claim is unreadable (%v)", err)
@@ -288,10 +289,12 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			return Retryablef(op, err, "read work item: %v", err)
 		}
 		sessionID, hasSession = m.Attrs[attrSession]
-		if deleted, err := p.deletionCommitted(ctx, m.Attrs[attrKey], name); err != nil {
-			return Retryablef(op, err, "look for a committed deletion of the work item's instance: %v", err)
-		} else if deleted {
-			return Permanentf(op, errTokenGone, "work item not found: its instance's deletion is committed")
+		if key := m.Attrs[attrKey]; key != "" && !settled {
+			if marked, err := p.deletionMarked(key); err != nil {
+				return Retryablef(op, err, "look for the deletion marker of the work item's instance: %v", err)
+			} else if marked {
+				return &errDeletionMarked{key: key} // fs_deleting.go
+			}
 		}
 		rec := &commitRecord{Kind: kindWorkAck, Item: name, ItemToken: ct, CommittedMs: now,
 			Delete: []queueRef{{Queue: "worker", Name: name}}}
@@ -323,7 +326,23 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 			p.applyDeferredTo(ctx, "work ack", "w:"+name, "", rec, err)
 		}
 		return nil
-	})
+	}
+	err := p.workQ.WithClaim(wctx, name, ack)
+	if marked := (*errDeletionMarked)(nil); errors.As(err, &marked) {
+		// The claim lock is let go: the instance's flock comes first.
+		g, serr := p.settleDeletion(ctx, wctx, marked.key)
+		if serr != nil {
+			if errors.Is(serr, context.DeadlineExceeded) && ctx.Err() == nil {
+				return Retryablef(op, serr, "the work item's instance was held by another process (stopped?) until past the claim's expiry")
+			}
+			return Retryablef(op, serr, "finish a deletion of the work item's instance: %v", serr)
+		}
+		if g != nil {
+			defer g.Unlock()
+		}
+		settled = true
+		err = p.workQ.WithClaim(wctx, name, ack)
+	}
 	if err != nil {
 		var pe *ProviderError
 		if errors.As(err, &pe) {

@@ -78,11 +78,13 @@ func TestCorruptInstanceLease(t *testing.T) {
 	}
 }
 
-// TestWorkAckPastACorruptInstanceLease: a work ack looks in its instance's
-// lease for a committed deletion (deletionCommitted); a lease that stays
-// unreadable reads as one without marks, as everywhere else, so that it
-// cannot fail the acks of the instance's items for good (an instance
-// waiting for its activities has no turn that would write a new lease).
+// TestWorkAckPastACorruptInstanceLease: a work ack that finds its
+// instance's deletion marker takes the instance's flock and finishes what
+// the lease marks (settleDeletion); a lease that stays unreadable reads as
+// one without marks, as everywhere else, so that it cannot fail the acks of
+// the instance's items for good (an instance waiting for its activities
+// has no turn that would write a new lease), and the marker, with no
+// deletion behind it, is removed.
 func TestWorkAckPastACorruptInstanceLease(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
@@ -92,5 +94,9 @@ func TestWorkAckPastACorruptInstanceLease(t *testing.T) {
 		t.Fatalf("fetch work = %+v, %v", w, err)
 	}
 	mustNoErr(t, writeFileForTest(p, p.leasePath(instanceKey("cw")), []byte("\x00\x00\x00\x00")))
+	mustNoErr(t, p.markDeleting(instanceKey("cw")))
 	mustNoErr(t, p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "cw", ExecutionID: 1, ID: 2, Result: "r"}))
+	if marked, err := p.deletionMarked(instanceKey("cw")); marked || err != nil {
+		t.Fatalf("deletion marker after the ack: %v, %v; want it removed", marked, err)
+	}
 }
