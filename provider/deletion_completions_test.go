@@ -525,3 +525,58 @@ func TestAckDuringADeletionWaitsForIt(t *testing.T) {
 	testHookAfterCommitPoint = nil
 	replayedGetsNoCompletion(t, mem, opts, "x")
 }
+
+// TestDeletionWaitingForABusyClaimHoldsNothing: a forced deletion whose
+// pass over its items' claim locks (passClaims) finds one held by a stopped
+// process commits nothing, takes its marker and marks back and lets go of
+// the instance's flock while it waits for that claim alone - the instance's
+// other calls go on meanwhile - and completes once the holder resumes.
+// Mutation that fails it: passClaims waiting on the caller's context (the
+// deletion waits holding the instance's flock).
+func TestDeletionWaitingForABusyClaimHoldsNothing(t *testing.T) {
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	runActivities(t, p, "x", 2)
+	work, err := allQueued(p.workQ)
+	if err != nil || len(work) != 2 {
+		t.Fatalf("worker queue = %+v, %v; want two items", work, err)
+	}
+	release := holdClaim(t, p.workQ, work[1].Name)
+	delDone := deleteAsync(p, "x")
+	key := instanceKey("x")
+	deadline := time.Now().Add(10 * time.Second)
+	// First the deletion marks and waits at the busy claim, its marker there.
+	for marked := false; !marked; time.Sleep(2 * time.Millisecond) {
+		if marked, err = p.deletionMarked(key); err != nil || time.Now().After(deadline) {
+			release()
+			t.Fatalf("the deletion never created its marker (%v)", err)
+		}
+	}
+	for {
+		g, ok, err := p.tryLockInstance(key)
+		mustNoErr(t, err)
+		if ok {
+			marked, merr := p.deletionMarked(key)
+			m := leaseMark(t, p, "x")
+			g.Unlock()
+			if !marked && merr == nil && m == nil {
+				break // the deletion waits holding nothing, its marker and mark taken back
+			}
+		}
+		if time.Now().After(deadline) {
+			release()
+			t.Fatal("the deletion kept the instance's flock, its marker or its mark while it waited for the busy claim")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-delDone:
+		t.Fatalf("the deletion returned (%v) while a claim lock it needs was held", err)
+	default:
+	}
+	mustNoErr(t, release())
+	awaitResumed(t, delDone, "the deletion")
+	if n, err := p.workQ.Len(); err != nil || n != 0 {
+		t.Fatalf("the worker queue holds %d items after the deletion (%v)", n, err)
+	}
+	newIncarnationGetsNoCompletion(t, p, "x")
+}
