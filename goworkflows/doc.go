@@ -274,8 +274,10 @@
 //     AutoExpiration/StartsWorkflowAndRemoves expires finished instances
 //     after 1 ms and then polls for its workflow's result; when the
 //     expiration loop removes the instance before the poll sees it finished,
-//     the test fails with "workflow instance not found" (a few per cent of
-//     runs on a loaded machine: durofs fires the loop's timers within
+//     the test fails with "workflow instance not found", or, if it removes
+//     it between that poll and the client's read of the history, with
+//     "workflow finished, but could not find result event" (a few per cent
+//     of runs on a loaded machine: durofs fires the loop's timers within
 //     ~10 ms). make test reruns that failure once, by its signature only
 //     (scripts/gwtest).
 package goworkflows
