@@ -217,10 +217,7 @@ func replayedGetsNoCompletion(t *testing.T, mem *vfs.MemFS, opts Options, inst s
 func holdWorkAck(t *testing.T, p *FSProvider, inst string, hook *func(kind string)) (ackDone <-chan error, resume func()) {
 	t.Helper()
 	ctx := context.Background()
-	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-	if err != nil || w == nil {
-		t.Fatalf("fetch work = %+v, %v", w, err)
-	}
+	w := fetchOneWork(t, p)
 	there, goOn := make(chan struct{}), make(chan struct{})
 	*hook = func(kind string) {
 		if kind == "work_ack" {
@@ -274,18 +271,11 @@ func TestAckAfterTheDeleterDiedIsRefused(t *testing.T) {
 	ctx := context.Background()
 	mem, opts, worker := strictMemT(t)
 	runActivities(t, worker, "x", 1)
-	w, err := worker.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-	if err != nil || w == nil {
-		t.Fatalf("fetch work = %+v, %v", w, err)
-	}
+	w := fetchOneWork(t, worker)
 
 	// The deleter: its own view of the file system, killed at its first
 	// change after the deletion's commit point.
-	sw := &plKillSwitch{at: -1}
-	dopts := opts
-	dopts.fs = sw.newFS(mem, "deleter")
-	deleter, err := Open("/d", dopts)
-	mustNoErr(t, err)
+	deleter, sw := killableDeleter(t, mem, opts)
 	testHookAfterCommitPoint = func(kind string) {
 		if kind == "delete" {
 			sw.mu.Lock()
@@ -300,7 +290,7 @@ func TestAckAfterTheDeleterDiedIsRefused(t *testing.T) {
 		t.Fatal("the deleter was not killed")
 	}
 
-	err = worker.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
+	err := worker.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"})
 	if err == nil || IsRetryable(err) {
 		t.Fatalf("ack of an item whose deletion is committed = %v; want a permanent error", err)
 	}
@@ -323,15 +313,8 @@ func TestDeleterKilledAtEachStep(t *testing.T) {
 		t.Run(fmt.Sprintf("kill at change %d", at), func(t *testing.T) {
 			mem, opts, worker := strictMemT(t)
 			runActivities(t, worker, "x", 1)
-			w, err := worker.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-			if err != nil || w == nil {
-				t.Fatalf("fetch work = %+v, %v", w, err)
-			}
-			sw := &plKillSwitch{at: -1}
-			dopts := opts
-			dopts.fs = sw.newFS(mem, "deleter")
-			deleter, err := Open("/d", dopts)
-			mustNoErr(t, err)
+			w := fetchOneWork(t, worker)
+			deleter, sw := killableDeleter(t, mem, opts)
 			sw.mu.Lock()
 			sw.at = sw.ops + at
 			sw.mu.Unlock()
@@ -378,9 +361,9 @@ func TestDeleterKilledAtEachStep(t *testing.T) {
 
 // TestDeletionFaultLeavesNoMarker: a forced deletion whose deletion marker
 // cannot be created, or whose append fails, commits nothing and takes its
-// marker back (fs_deleting.go), so the instance's work acks do not pay for
-// reading its lease from then on; the worker's ack is accepted, and the
-// deletion, tried again, succeeds.
+// marker back (fs_deleting.go), so the instance's next work ack does not
+// wait for its flock from then on; the worker's ack is accepted, and
+// the deletion, tried again, succeeds.
 func TestDeletionFaultLeavesNoMarker(t *testing.T) {
 	isMarker := func(path string) bool { return filepath.Base(path) == "deleting" }
 	faults := append([]ackFault{
@@ -392,15 +375,12 @@ func TestDeletionFaultLeavesNoMarker(t *testing.T) {
 			f := newFaultFS(t)
 			p := openT(t, "/d", faultOptions(f))
 			runActivities(t, p, "x", 1)
-			w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-			if err != nil || w == nil {
-				t.Fatalf("fetch work = %+v, %v", w, err)
-			}
+			w := fetchOneWork(t, p)
 			if c.fill {
 				fillSegment(t, p, f)
 			}
 			f.arm(c.op, c.match(p), c.inject)
-			_, err = p.DeleteInstance(ctx, "x", true)
+			_, err := p.DeleteInstance(ctx, "x", true)
 			hit := f.disarm()
 			if hit == "" || err == nil || !IsRetryable(err) || !errors.Is(err, c.want) {
 				t.Fatalf("deletion with a fault at %q = %v; want a retryable error wrapping %v", hit, err, c.want)
@@ -460,10 +440,7 @@ func TestDeletionHoldsOneClaimLockAtATime(t *testing.T) {
 	mem, opts, p := strictMemT(t)
 	const items = 300
 	runActivities(t, p, "big", items)
-	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-	if err != nil || w == nil {
-		t.Fatalf("fetch work = %+v, %v", w, err)
-	}
+	w := fetchOneWork(t, p)
 	cfs := &lockCountFS{FS: mem}
 	dopts := opts
 	dopts.fs = cfs
@@ -493,10 +470,7 @@ func TestAckDuringADeletionWaitsForIt(t *testing.T) {
 	ctx := context.Background()
 	mem, opts, p := strictMemT(t)
 	runActivities(t, p, "x", 1)
-	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-	if err != nil || w == nil {
-		t.Fatalf("fetch work = %+v, %v", w, err)
-	}
+	w := fetchOneWork(t, p)
 	committed, goOn := make(chan struct{}), make(chan struct{})
 	testHookAfterCommitPoint = func(kind string) {
 		if kind == "delete" {
@@ -579,4 +553,26 @@ func TestDeletionWaitingForABusyClaimHoldsNothing(t *testing.T) {
 		t.Fatalf("the worker queue holds %d items after the deletion (%v)", n, err)
 	}
 	newIncarnationGetsNoCompletion(t, p, "x")
+}
+
+// fetchOneWork fetches one work item from p, failing if there is none.
+func fetchOneWork(t *testing.T, p *FSProvider) *LockedWorkItem {
+	t.Helper()
+	w, err := p.FetchWorkItem(context.Background(), time.Minute, 0, nil, DefaultOnlyTags())
+	if err != nil || w == nil {
+		t.Fatalf("fetch work = %+v, %v", w, err)
+	}
+	return w
+}
+
+// killableDeleter opens a second provider on mem - a process whose kill
+// switch sw kills it (plKillFS) - to delete with.
+func killableDeleter(t *testing.T, mem *vfs.MemFS, opts Options) (*FSProvider, *plKillSwitch) {
+	t.Helper()
+	sw := &plKillSwitch{at: -1}
+	dopts := opts
+	dopts.fs = sw.newFS(mem, "deleter")
+	deleter, err := Open("/d", dopts)
+	mustNoErr(t, err)
+	return deleter, sw
 }

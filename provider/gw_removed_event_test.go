@@ -17,16 +17,7 @@ import (
 func TestGWEventOfRemovedInstanceIsDropped(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"x", "e1"}, WorkflowStart{Queue: "default", Name: "W"}, gwEv("s1", "WorkflowExecutionStarted", 0)))
-	task := gwFetchOf(t, p, "x")
-	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowFinished,
-		Executed:   []WorkflowEvent{gwEv("s1", "WorkflowExecutionStarted", 1), gwEv("act", "ActivityScheduled", 2), gwEv("fin", "WorkflowExecutionFinished", 3)},
-		Activities: []WorkflowActivity{{Queue: "acts", EventID: "act", Payload: []byte(`{}`)}}}))
-	at, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
-	mustNoErr(t, err)
-	if at == nil {
-		t.Fatal("no activity task")
-	}
+	at := gwFinishedWithActivity(t, p)
 	mustNoErr(t, p.RemoveWorkflow(ctx, WorkflowRef{"x", "e1"}))
 	mustNoErr(t, p.CompleteWorkflowActivity(ctx, at.Token, gwEv("done", "ActivityCompleted", 0)))
 
@@ -55,16 +46,7 @@ func TestGWOldActivityResultDoesNotReachANewIncarnation(t *testing.T) {
 		t.Run(map[bool]string{false: "live", true: "after a power loss"}[powerLoss], func(t *testing.T) {
 			ctx := context.Background()
 			mem, opts, p := strictMemT(t)
-			mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"x", "e1"}, WorkflowStart{Queue: "default", Name: "W"}, gwEv("s1", "WorkflowExecutionStarted", 0)))
-			task := gwFetchOf(t, p, "x")
-			mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowFinished,
-				Executed:   []WorkflowEvent{gwEv("s1", "WorkflowExecutionStarted", 1), gwEv("act", "ActivityScheduled", 2), gwEv("fin", "WorkflowExecutionFinished", 3)},
-				Activities: []WorkflowActivity{{Queue: "acts", EventID: "act", Payload: []byte(`{}`)}}}))
-			at, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
-			mustNoErr(t, err)
-			if at == nil {
-				t.Fatal("no activity task")
-			}
+			at := gwFinishedWithActivity(t, p)
 			mustNoErr(t, p.RemoveWorkflow(ctx, WorkflowRef{"x", "e1"}))
 			mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"x", "e2"}, WorkflowStart{Queue: "default", Name: "W"}, gwEv("s2", "WorkflowExecutionStarted", 0)))
 			mustNoErr(t, p.CompleteWorkflowActivity(ctx, at.Token, gwEv("old-result", "ActivityCompleted", 0)))
@@ -72,7 +54,7 @@ func TestGWOldActivityResultDoesNotReachANewIncarnation(t *testing.T) {
 				mem.Crash()
 				p = openT(t, "/d", opts)
 			}
-			task = gwFetchOf(t, p, "x")
+			task := gwFetchOf(t, p, "x")
 			if task.Execution.ExecutionID != "e2" {
 				t.Fatalf("task of execution %s, want e2", task.Execution.ExecutionID)
 			}
@@ -86,4 +68,23 @@ func TestGWOldActivityResultDoesNotReachANewIncarnation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gwFinishedWithActivity creates workflow instance x (execution e1), whose
+// first task schedules an activity and finishes the workflow without
+// waiting for it, and fetches that activity's task, still running.
+func gwFinishedWithActivity(t *testing.T, p *FSProvider) *WorkflowActivityTask {
+	t.Helper()
+	ctx := context.Background()
+	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"x", "e1"}, WorkflowStart{Queue: "default", Name: "W"}, gwEv("s1", "WorkflowExecutionStarted", 0)))
+	task := gwFetchOf(t, p, "x")
+	mustNoErr(t, p.CompleteWorkflowTask(ctx, task, WorkflowTaskResult{State: WorkflowFinished,
+		Executed:   []WorkflowEvent{gwEv("s1", "WorkflowExecutionStarted", 1), gwEv("act", "ActivityScheduled", 2), gwEv("fin", "WorkflowExecutionFinished", 3)},
+		Activities: []WorkflowActivity{{Queue: "acts", EventID: "act", Payload: []byte(`{}`)}}}))
+	at, err := p.FetchWorkflowActivity(ctx, []string{"acts"}, "w", time.Minute, 0)
+	mustNoErr(t, err)
+	if at == nil {
+		t.Fatal("no activity task")
+	}
+	return at
 }

@@ -89,10 +89,7 @@ func TestWorkAckPastACorruptInstanceLease(t *testing.T) {
 	ctx := context.Background()
 	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	runActivities(t, p, "cw", 1)
-	w, err := p.FetchWorkItem(ctx, time.Minute, 0, nil, DefaultOnlyTags())
-	if err != nil || w == nil {
-		t.Fatalf("fetch work = %+v, %v", w, err)
-	}
+	w := fetchOneWork(t, p)
 	mustNoErr(t, writeFileForTest(p, p.leasePath(instanceKey("cw")), []byte("\x00\x00\x00\x00")))
 	mustNoErr(t, p.markDeleting(instanceKey("cw")))
 	mustNoErr(t, p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "cw", ExecutionID: 1, ID: 2, Result: "r"}))
