@@ -381,10 +381,7 @@ func TestDeletionFaultLeavesNoMarker(t *testing.T) {
 			}
 			f.arm(c.op, c.match(p), c.inject)
 			_, err := p.DeleteInstance(ctx, "x", true)
-			hit := f.disarm()
-			if hit == "" || err == nil || !IsRetryable(err) || !errors.Is(err, c.want) {
-				t.Fatalf("deletion with a fault at %q = %v; want a retryable error wrapping %v", hit, err, c.want)
-			}
+			wantFaultHit(t, err, c.want, f.disarm())
 			if _, err := f.Stat(p.deletingPath(instanceKey("x"))); !vfs.IsNotExist(err) {
 				t.Fatalf("deletion marker after a deletion that failed: stat = %v", err)
 			}
