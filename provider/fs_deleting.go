@@ -54,6 +54,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/vfs"
@@ -224,30 +225,79 @@ func (e *errDeletionMarked) Error() string {
 	return "durofs: the work item's instance has a deletion marker"
 }
 
-// settleDeletion takes instance key's flock for a work ack that found its
-// deletion marker (see the file comment), waiting as long as wctx allows,
-// and finishes a deletion left pending (redoPending); a marker with no
-// deletion mark behind it is removed. g is nil if the instance is gone (a
-// deletion reclaimed it: the ack then finds its item gone too).
-func (p *FSProvider) settleDeletion(ctx, wctx context.Context, key string) (*lease.Guard, error) {
-	g, _, err := p.lockExisting(wctx, key, true)
+// settleDeletion takes instance key's flock for a work ack of worker item
+// item that found the instance's deletion marker (see the file comment),
+// waiting as long as wctx allows, and finishes a deletion left pending
+// (redoPending); a marker with no deletion mark behind it is removed. g is
+// nil if the instance is gone (a deletion reclaimed it: the ack then finds
+// its item gone too). If a commit of the instance cannot be applied
+// (fs_stuck.go), what it is decides: a committed deletion that lists item
+// - deleted is true, and the ack fails for good, as if the item were gone;
+// another deletion - the error, retryable; no deletion at all - the marker
+// was left behind, and the ack goes on (a stuck orchestration commit does
+// not concern it).
+func (p *FSProvider) settleDeletion(ctx, wctx context.Context, key, item string) (g *lease.Guard, deleted bool, err error) {
+	g, _, err = p.lockExisting(wctx, key, true)
 	if errors.Is(err, lease.ErrGone) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := p.redoPending(ctx, g, key); err != nil {
-		g.Unlock()
-		return nil, err
+		listed, other, lerr := false, true, error(nil)
+		if isStuck(err) {
+			listed, other, lerr = p.deletionsListing(g, key, item)
+		}
+		switch {
+		case lerr != nil:
+			err = errors.Join(err, lerr)
+		case listed:
+			g.Unlock()
+			return nil, true, nil
+		case !other:
+			err = nil // stale marker; the stuck commit is no deletion
+		}
+		if err != nil {
+			g.Unlock()
+			return nil, false, err
+		}
 	}
 	if g.Reclaimed() {
 		g.Unlock()
-		return nil, nil
+		return nil, false, nil
 	}
 	if err := p.dropDeleting(g, key); err != nil {
 		g.Unlock()
-		return nil, err
+		return nil, false, err
 	}
-	return g, nil
+	return g, false, nil
+}
+
+// deletionsListing reads the committed deletions that instance key's lease
+// (read under g) marks: listed is true if one lists worker item item, other
+// if one does not.
+func (p *FSProvider) deletionsListing(g *lease.Guard, key, item string) (listed, other bool, err error) {
+	cur, _, err := g.Read()
+	if err != nil && !errors.Is(err, lease.ErrCorrupt) {
+		return false, false, err
+	}
+	st := decodeOrchState(cur)
+	for _, mark := range append(derefMark(st.Pending), st.Queued...) {
+		if !deletionMark(mark) {
+			continue
+		}
+		lr, err := p.findRecord(key, &mark)
+		if err != nil {
+			return false, false, err
+		}
+		if lr == nil || lr.rec.Kind != kindDelete {
+			continue
+		}
+		lists := slices.ContainsFunc(lr.rec.Members, func(m deleteMember) bool {
+			return m.Key == key && slices.Contains(workerItems(m), item)
+		})
+		listed, other = listed || lists, other || !lists
+	}
+	return listed, other, nil
 }

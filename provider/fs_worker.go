@@ -330,7 +330,10 @@ func (p *FSProvider) AckWorkItem(ctx context.Context, token string, completion W
 	err := p.workQ.WithClaim(wctx, name, ack)
 	if marked := (*errDeletionMarked)(nil); errors.As(err, &marked) {
 		// The claim lock is let go: the instance's flock comes first.
-		g, serr := p.settleDeletion(ctx, wctx, marked.key)
+		g, deleted, serr := p.settleDeletion(ctx, wctx, marked.key, name)
+		if deleted {
+			return Permanentf(op, errTokenGone, "work item not found: its instance's deletion is committed")
+		}
 		if serr != nil {
 			if errors.Is(serr, context.DeadlineExceeded) && ctx.Err() == nil {
 				return Retryablef(op, serr, "the work item's instance was held by another process (stopped?) until past the claim's expiry")

@@ -847,3 +847,74 @@ func TestStuckWorkflowActivityDoesNotBlockOpen(t *testing.T) {
 		t.Fatalf("workflow events after the fix: %+v", pt.NewEvents)
 	}
 }
+
+// TestWorkAckOfAStuckDeletion: a forced deletion whose apply fails after
+// its commit point (the fetched work item's file cannot be removed) leaves
+// the item there and the instance stuck; the item's ack finds the deletion
+// marker, finds the deletion committed (settleDeletion) and fails for good,
+// as if the item were gone, instead of retryably until its lock expires.
+// Mutation that fails it: settleDeletion returning the apply's error for a
+// deletion that lists the item.
+func TestWorkAckOfAStuckDeletion(t *testing.T) {
+	ctx := context.Background()
+	f := newBrokenFS(t)
+	p := openT(t, "/d", isolationOptions(f, clock.NewManual(time.Now())))
+	runActivities(t, p, "x", 1)
+	w := fetchOneWork(t, p)
+	work, err := allQueued(p.workQ)
+	if err != nil || len(work) != 1 {
+		t.Fatalf("worker queue = %+v, %v", work, err)
+	}
+	itemFile := filepath.Join(p.workQ.Dir(), work[0].Name+".json")
+	testHookAfterCommitPoint = func(kind string) {
+		if kind == "delete" {
+			f.breakFiles(func(path string) bool { return path == itemFile }, syscall.EPERM, true)
+		}
+	}
+	t.Cleanup(func() { testHookAfterCommitPoint = nil })
+	if _, err := p.DeleteInstance(ctx, "x", true); err != nil {
+		t.Fatalf("delete: %v (committed, its apply deferred: no error)", err)
+	}
+	testHookAfterCommitPoint = nil
+	if n, _ := p.workQ.Len(); n != 1 {
+		t.Fatalf("the worker queue holds %d items; want the one whose removal failed", n)
+	}
+	err = p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "r"})
+	if err == nil || IsRetryable(err) || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ack of an item whose instance's deletion is committed and stuck = %v; want the permanent not-found error", err)
+	}
+	f.fix()
+	mustNoErr(t, p.Recover(ctx))
+	newIncarnationGetsNoCompletion(t, p, "x")
+}
+
+// TestWorkAckPastAStaleMarkerAndAStuckTurn: a deletion marker left behind
+// (its removal failed) on an instance whose latest turn cannot be applied:
+// the work ack that finds the marker takes the instance's flock, finds the
+// stuck commit is no deletion, and goes on. Mutation that fails it:
+// settleDeletion returning every stuck commit's error (the ack fails,
+// retryably, until the instance is mended).
+func TestWorkAckPastAStaleMarkerAndAStuckTurn(t *testing.T) {
+	ctx := context.Background()
+	f := newBrokenFS(t)
+	p := openT(t, "/d", isolationOptions(f, clock.NewManual(time.Now())))
+	runActivities(t, p, "x", 1)
+	w := fetchOneWork(t, p)
+	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "x", Name: "e", Data: "1"}, 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil || it.Item.Instance != "x" {
+		t.Fatalf("fetch x: %+v %v", it, err)
+	}
+	testHookAfterCommitPoint = func(string) { f.breakFiles(dataFiles(p, "x"), syscall.EPERM, true) }
+	t.Cleanup(func() { testHookAfterCommitPoint = nil })
+	ackEvent(t, p, it.LockToken, "x", 3, "e", "1")
+	testHookAfterCommitPoint = nil
+	if sc, err := p.StuckCommits(ctx); err != nil || len(sc) != 1 {
+		t.Fatalf("StuckCommits = %+v, %v; want x's turn", sc, err)
+	}
+	mustNoErr(t, p.markDeleting(instanceKey("x")))
+	mustNoErr(t, p.AckWorkItem(ctx, w.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "r"}))
+	if marked, err := p.deletionMarked(instanceKey("x")); marked || err != nil {
+		t.Fatalf("deletion marker after the ack: %v, %v; want it removed", marked, err)
+	}
+}
