@@ -30,7 +30,9 @@ package provider
 //     apply deleted the item, so by the time the ack has it, the deletion
 //     is applied (the item is gone: the ack fails), or it never committed,
 //     or its deleter died or its apply failed - then the ack first finishes
-//     it (redoPending) - and no deletion can start while the ack holds it.
+//     it (redoPending; if it still cannot be applied, the ack fails for good
+//     when it lists the item) - and no deletion can start while the ack
+//     holds it.
 //
 // So an ack either finished before the deletion passed its claim lock, or
 // saw the marker and is ordered after the deletion's apply: no ack record
