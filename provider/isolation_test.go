@@ -857,10 +857,7 @@ func TestStuckWorkflowActivityDoesNotBlockOpen(t *testing.T) {
 // deletion that lists the item.
 func TestWorkAckOfAStuckDeletion(t *testing.T) {
 	ctx := context.Background()
-	f := newBrokenFS(t)
-	p := openT(t, "/d", isolationOptions(f, clock.NewManual(time.Now())))
-	runActivities(t, p, "x", 1)
-	w := fetchOneWork(t, p)
+	f, p, w := brokenWithFetchedWork(t)
 	work, err := allQueued(p.workQ)
 	if err != nil || len(work) != 1 {
 		t.Fatalf("worker queue = %+v, %v", work, err)
@@ -896,10 +893,7 @@ func TestWorkAckOfAStuckDeletion(t *testing.T) {
 // retryably, until the instance is mended).
 func TestWorkAckPastAStaleMarkerAndAStuckTurn(t *testing.T) {
 	ctx := context.Background()
-	f := newBrokenFS(t)
-	p := openT(t, "/d", isolationOptions(f, clock.NewManual(time.Now())))
-	runActivities(t, p, "x", 1)
-	w := fetchOneWork(t, p)
+	f, p, w := brokenWithFetchedWork(t)
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: "x", Name: "e", Data: "1"}, 0))
 	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
 	if err != nil || it == nil || it.Item.Instance != "x" {
@@ -917,4 +911,14 @@ func TestWorkAckPastAStaleMarkerAndAStuckTurn(t *testing.T) {
 	if marked, err := p.deletionMarked(instanceKey("x")); marked || err != nil {
 		t.Fatalf("deletion marker after the ack: %v, %v; want it removed", marked, err)
 	}
+}
+
+// brokenWithFetchedWork opens a provider on a brokenFS (nothing broken
+// yet), starts instance x with one activity and fetches its work item.
+func brokenWithFetchedWork(t *testing.T) (*brokenFS, *FSProvider, *LockedWorkItem) {
+	t.Helper()
+	f := newBrokenFS(t)
+	p := openT(t, "/d", isolationOptions(f, clock.NewManual(time.Now())))
+	runActivities(t, p, "x", 1)
+	return f, p, fetchOneWork(t, p)
 }
