@@ -32,7 +32,12 @@ package provider
 //	(e) histories have unique contiguous event ids; instance.json and
 //	    state.json parse and agree with them; no commit logged after the
 //	    checkpoint is left marked pending after recovery; the log is not
-//	    poisoned.
+//	    poisoned;
+//	(f) a deletion that returned OK (P deletes a running instance whose
+//	    activities C1 acked and C2 holds, then starts the id again) left
+//	    none of the deleted incarnation's events in any history, and no
+//	    message created for it (enqueued, a work item, a completion)
+//	    queued or consumed; the deletion in flight is all or nothing.
 //
 // Then the recovered directory must work (plExercise): a probe event is
 // sent to every instance, a drain (plDrain) fetches and acks everything,
@@ -113,6 +118,8 @@ var plProcNames = [3]string{"P", "C1", "C2"}
 //	raise inst msgid    EnqueueForOrchestrator(ExternalRaised)
 //	fo / ao             fetch an orchestration item / ack it (plTurn)
 //	fw / aw             fetch a work item / ack it with its completion
+//	del inst            DeleteInstance(force): the instance, running, with
+//	                    its work items and queued messages
 //	ckpt                a checkpoint (checkpointOnce with sync)
 //	recover             Recover (the sweep's pass)
 //	restartAll          close every process; reopen P (alone: it replays), C1, C2
@@ -176,6 +183,41 @@ var plSchedule = []plStep{
 	{plC2, "ckpt", "", ""},
 	{plC2, "fo", "", ""}, // pub-c: the completion (pub-c completes)
 	{plC2, "ao", "", ""},
+	// A forced deletion of a running instance while another process holds
+	// one of its work items, then a new instance of the same id (the
+	// deletion of fs_deleting.go: no completion of the old one, acked
+	// before or after the deletion, may reach the new one).
+	{plP, "start", "d-1", "acts=2;wait=1"},
+	{plC1, "fo", "", ""},  // d-1: start
+	{plC1, "ao", "", ""},  // d-1 schedules two activities
+	{plC2, "fw", "", ""},  // d-1's first activity
+	{plC1, "fw", "", ""},  // d-1's second
+	{plC1, "aw", "", ""},  // its completion is queued for d-1 when d-1 is deleted
+	{plP, "ckpt", "", ""}, // d-1's creation made durable: the next checkpoint has only its deletion
+	{plP, "raise", "d-1", "ext:4"},
+	{plP, "del", "d-1", ""}, // its history, the completion, ext:4 and C2's work item go
+	{plC2, "aw", "", ""},    // refused: its instance was deleted
+	{plC1, "ckpt", "", ""},  // the deletion's removals made durable, its record checkpointed
+	{plP, "start", "d-1", "wait=2;gen=2"},
+	{plP, "raise", "d-1", "ext:5"},
+	{plC2, "fo", "", ""}, // d-1: the new start and ext:5
+	{plC2, "ao", "", ""},
+	{plP, "ckpt", "", ""}, // the log begins with the second incarnation's last turn
+	{plP, "raise", "d-1", "ext:6"},
+	{plC1, "fo", "", ""}, // d-1: ext:6 (d-1 completes)
+	{plC1, "ao", "", ""},
+	// Deleted again and started again: a replay that has the second
+	// incarnation's last turn, the deletion and the third one's first turn
+	// finds the third's history (durable, shorter) where the second's was.
+	{plP, "del", "d-1", ""},
+	{plP, "start", "d-1", "wait=1;gen=3"},
+	{plC2, "fo", "", ""}, // d-1: the third start
+	{plC2, "ao", "", ""},
+	{plP, "raise", "d-1", "ext:7"},
+	{-1, "restartAll", "", ""},
+	{plC1, "fo", "", ""}, // d-1: ext:7 (d-1 completes)
+	{plC1, "ao", "", ""},
+	{plC2, "ckpt", "", ""},
 }
 
 // plTurn is the orchestration every instance runs. Its input is a script:
@@ -257,10 +299,11 @@ func plTurn(it OrchestrationItem) (delta []Event, workerItems, orchItems []WorkI
 		}
 	}
 	if started && !completed && done >= acts && received >= wait {
-		s := "done"
+		// The script in both: incarnations of an id differ at every event.
+		s := "done " + script
 		add(CustomStatusUpdated{Status: &s}, nil)
-		add(OrchestrationCompleted{Output: "ok"}, nil)
-		st, out := "Completed", "ok"
+		add(OrchestrationCompleted{Output: "ok " + script}, nil)
+		st, out := "Completed", "ok "+script
 		md.Status, md.Output = &st, &out
 	}
 	if started {
@@ -292,6 +335,18 @@ type plOp struct {
 	enq  string // an enqueue: the message's id
 	ack  *plAck // an orchestration ack
 	wack string // a work ack: the activity's key "inst#id"
+	del  *plDel // a deletion
+}
+
+// plDel is a deletion: its instance, the ids of every message (enqueued
+// for it, or an activity's work item "act:inst#id" or completion
+// "done:inst#id") that ever existed for it until then, and how many
+// orchestration acks the ledger held then (those of the instance are the
+// deleted incarnation's).
+type plDel struct {
+	inst string
+	msgs []string
+	acks int
 }
 
 // plLedger records every call that returned OK. It only grows, so a cut is
@@ -300,7 +355,19 @@ type plLedger struct {
 	enqOK []string
 	acks  []plAck
 	wacks []string
+	dels  []plDel
 	cur   plOp
+	// msgsFor holds, per instance, the ids of the messages created for its
+	// current incarnation (a plDel's msgs).
+	msgsFor map[string][]string
+}
+
+// sentFor records that message id was created for instance inst.
+func (l *plLedger) sentFor(inst, id string) {
+	if l.msgsFor == nil {
+		l.msgsFor = map[string][]string{}
+	}
+	l.msgsFor[inst] = append(l.msgsFor[inst], id)
 }
 
 // plCut is the ledger at a crash point, with the call in flight then.
@@ -310,13 +377,14 @@ type plCut struct {
 	enqOK   []string
 	acks    []plAck
 	wacks   []string
+	dels    []plDel
 	cur     plOp
 	unknown []plAck
 }
 
 func (l *plLedger) cut() plCut {
 	return plCut{enqOK: l.enqOK[:len(l.enqOK):len(l.enqOK)], acks: l.acks[:len(l.acks):len(l.acks)],
-		wacks: l.wacks[:len(l.wacks):len(l.wacks)], cur: l.cur}
+		wacks: l.wacks[:len(l.wacks):len(l.wacks)], dels: l.dels[:len(l.dels):len(l.dels)], cur: l.cur}
 }
 
 // ---------------------------------------------------------------------------
@@ -456,11 +524,12 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 	switch s.op {
 	case "start", "raise":
 		var item WorkItem = StartOrchestration{Instance: s.inst, Orchestration: "Orch", Input: s.arg, ExecutionID: 1}
-		id := "start:" + s.inst
 		if s.op == "raise" {
-			item, id = ExternalRaised{Instance: s.inst, Name: "x", Data: s.arg}, s.arg
+			item = ExternalRaised{Instance: s.inst, Name: "x", Data: s.arg}
 		}
+		id := plMsgID(item)
 		w.led.cur.enq = id
+		w.led.sentFor(s.inst, id) // before the call: it may take effect and fail
 		if err := p.EnqueueForOrchestrator(ctx, item, 0); err != nil {
 			return "", err
 		}
@@ -493,6 +562,11 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 		ack := plAckOf(plProcNames[s.proc], it.Item.Instance, delta)
 		a := &ack
 		w.led.cur.ack = a
+		for _, x := range wi {
+			key := plActKey(x.(ActivityExecute))
+			w.led.sentFor(it.Item.Instance, "act:"+key)
+			w.led.sentFor(it.Item.Instance, "done:"+key)
+		}
 		if err := p.AckOrchestrationItem(ctx, it.LockToken, 1, delta, wi, oi, md, nil); err != nil {
 			return "", err
 		}
@@ -515,13 +589,27 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 		}
 		pr.work = nil
 		ae := it.Item.(ActivityExecute)
-		key := fmt.Sprintf("%s#%d", ae.Instance, ae.ID)
+		key := plActKey(ae)
 		w.led.cur.wack = key
 		if err := p.AckWorkItem(ctx, it.LockToken, plCompletion(ae)); err != nil {
+			if errors.Is(err, ErrNotFound) && w.led.deleted(ae.Instance) {
+				return " " + key + " refused: its instance was deleted", nil
+			}
 			return "", err
 		}
 		w.led.wacks = append(w.led.wacks, key)
 		return " " + key, nil
+	case "del":
+		d := &plDel{inst: s.inst, msgs: slices.Clone(w.led.msgsFor[s.inst]), acks: len(w.led.acks)}
+		w.led.cur.del = d
+		res, err := p.DeleteInstance(ctx, s.inst, true)
+		if err != nil {
+			return "", err
+		}
+		w.led.dels = append(w.led.dels, *d)
+		delete(w.led.msgsFor, s.inst)
+		return fmt.Sprintf(" %s: %d instance(s), %d event(s), %d queue message(s)", s.inst,
+			res.InstancesDeleted, res.EventsDeleted, res.QueueMessagesDeleted), nil
 	case "ckpt":
 		return "", p.checkpointOnce(ctx, true, true)
 	case "recover":
@@ -529,6 +617,14 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 	}
 	return "", fmt.Errorf("unknown op %q", s.op)
 }
+
+// deleted reports whether a deletion of inst returned OK.
+func (l *plLedger) deleted(inst string) bool {
+	return slices.ContainsFunc(l.dels, func(d plDel) bool { return d.inst == inst })
+}
+
+// plActKey names an activity "inst#id".
+func plActKey(ae ActivityExecute) string { return fmt.Sprintf("%s#%d", ae.Instance, ae.ID) }
 
 func plOpDesc(op plOp) string {
 	if op.ack != nil {
@@ -562,7 +658,7 @@ func plRaw(e Event) string {
 func plMsgID(m WorkItem) string {
 	switch m := m.(type) {
 	case StartOrchestration:
-		return "start:" + m.Instance
+		return "start:" + m.Instance + "|" + m.Input
 	case ExternalRaised:
 		return m.Data
 	case ActivityCompleted:
@@ -671,6 +767,22 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 		}
 	}
 
+	// Deletions. A deleted incarnation's acked events are in no history (a
+	// new incarnation's differ at every id), and no message created for it
+	// is queued or consumed. The deletion in flight counts as done if none
+	// of its instance's acked events is left: all or nothing, the checks
+	// below (as deleted, or as if it never ran) catch a partial one.
+	oldAck := map[int]bool{}       // index in cut.acks: a deleted incarnation's
+	goneMsg := map[string]string{} // message id -> its deleted instance
+	for _, d := range plDeletions(cut, st.hist[plInFlightDel(cut)]) {
+		for i, a := range cut.acks[:d.acks] {
+			oldAck[i] = oldAck[i] || a.instance == d.inst
+		}
+		for _, id := range d.msgs {
+			goneMsg[id] = d.inst
+		}
+	}
+
 	// The ledger in the histories: what committed turns consumed and sent.
 	produced := map[string]bool{} // may legitimately exist (queued or consumed)
 	sent := map[string]string{}   // message id -> target instance, from "raise" events
@@ -679,7 +791,7 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 		for _, e := range st.hist[inst].events {
 			switch k := e.Kind.(type) {
 			case OrchestrationStarted:
-				st.consumed["start:"+inst]++
+				st.consumed["start:"+inst+"|"+k.Input]++
 			case ExternalEvent:
 				st.consumed[k.Data]++
 			case ActivityCompletedEvent:
@@ -766,19 +878,36 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 				key, st.queued["act:"+key], st.queued["done:"+key], st.consumed["done:"+key])
 		}
 	}
+	for _, id := range mapKeys(goneMsg) {
+		if st.queued[id]+st.consumed[id] > 0 {
+			bad("(deletion) message %s of deleted %s is queued %d times, consumed %d times", id, goneMsg[id], st.queued[id], st.consumed[id])
+		}
+	}
 	for _, id := range cut.enqOK {
+		if goneMsg[id] != "" {
+			continue // checked above
+		}
 		if st.queued[id]+st.consumed[id] == 0 {
 			bad("(a) message %s, enqueued OK, is neither queued nor consumed", id)
 		}
 	}
 	for _, key := range cut.wacks {
+		if goneMsg["done:"+key] != "" {
+			continue // checked above
+		}
 		if st.queued["done:"+key]+st.consumed["done:"+key] == 0 || st.queued["act:"+key] > 0 {
 			bad("(a) work ack of %s returned OK but its completion is missing or its work item is queued", key)
 		}
 	}
 
 	// (a) every ack that returned OK is in its history, event for event.
-	for _, a := range cut.acks {
+	for i, a := range cut.acks {
+		if oldAck[i] {
+			if n := plPresent(st.hist[a.instance], a); n > 0 {
+				bad("(deletion) ack of deleted %s by %s: %d of its %d events are still in the history", a.instance, a.proc, n, len(a.events))
+			}
+			continue
+		}
 		if n := plPresent(st.hist[a.instance], a); n != len(a.events) {
 			bad("(a) ack of %s by %s (events %d..%d) returned OK but only %d of its %d events are in the history",
 				a.instance, a.proc, a.events[0].id, a.events[len(a.events)-1].id, n, len(a.events))
@@ -795,6 +924,30 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 		}
 	}
 	return st, v
+}
+
+// plInFlightDel is the instance of the deletion in flight, if any.
+func plInFlightDel(cut plCut) string {
+	if cut.cur.del == nil {
+		return ""
+	}
+	return cut.cur.del.inst
+}
+
+// plDeletions is the deletions of cut that took effect: those that returned
+// OK, and the one in flight if h, its instance's history, holds none of the
+// events the instance's acks before it returned OK for.
+func plDeletions(cut plCut, h *plHistory) []plDel {
+	d := cut.cur.del
+	if d == nil {
+		return cut.dels
+	}
+	for _, a := range cut.acks[:d.acks] {
+		if a.instance == d.inst && plPresent(h, a) > 0 {
+			return cut.dels
+		}
+	}
+	return append(slices.Clip(cut.dels), *d)
 }
 
 // plPresent counts the events of a that the history holds at their ids.
@@ -901,7 +1054,13 @@ func plDrainRecord(p *FSProvider, led *plLedger) error {
 		}
 		if wk != nil {
 			ae := wk.Item.(ActivityExecute)
-			if err := p.AckWorkItem(ctx, wk.LockToken, plCompletion(ae)); err != nil {
+			if err := p.AckWorkItem(ctx, wk.LockToken, plCompletion(ae)); errors.Is(err, ErrNotFound) {
+				// Its instance's deletion, left committed by a killed
+				// process, was finished meanwhile (the checks decide
+				// whether that was right: a live instance's activity
+				// then has neither work item nor completion).
+				continue
+			} else if err != nil {
 				return fmt.Errorf("drain work ack: %w", err)
 			}
 			if led != nil {
@@ -966,6 +1125,9 @@ func plExercise(p *FSProvider, cut plCut, when, tag string) (plCut, []string) {
 		if n, _, _ := history.Open(p.fs, p.historyPath(key, 1)).Stat(); n == 0 {
 			continue // never started: a probe would stay queued
 		}
+		if inst == plInFlightDel(cut) {
+			continue // the drain may finish its deletion (a committed one left to the next flock holder)
+		}
 		id := tag + ":" + inst
 		if err := p.EnqueueForOrchestrator(context.Background(), ExternalRaised{Instance: inst, Name: "x", Data: id}, 0); err != nil {
 			fail("probe", []string{err.Error()})
@@ -974,12 +1136,18 @@ func plExercise(p *FSProvider, cut plCut, when, tag string) (plCut, []string) {
 		probes, mine = append(probes, id), append(mine, id)
 	}
 	// After new work the call that was in flight is settled either way (the
-	// drain may redo its turn), so only what returned OK is checked.
-	cut.enqOK, cut.cur, cut.unknown = probes, plOp{desc: "(settled)"}, nil
+	// drain may redo its turn), so only what returned OK is checked - and a
+	// deletion in flight, settled by the drain too, as it turned out then.
+	cut.enqOK, cut.unknown = probes, nil
 	if err := plDrain(p); err != nil {
 		fail("drain", []string{err.Error()})
 		return cut, out
 	}
+	if d := cut.cur.del; d != nil {
+		st, _ := plCheck(p, cut)
+		cut.dels = plDeletions(cut, st.hist[d.inst])
+	}
+	cut.cur = plOp{desc: "(settled)"}
 	st, v := plCheck(p, cut)
 	v = append(v, plCheckEnd(st)...)
 	for _, id := range mine {
