@@ -54,10 +54,14 @@ package provider
 // checked against the ledger as of sync k+1 (see plCrashAt). In
 // ProcessCrashSafe mode, which promises nothing on power loss, it kills one
 // process (kill -9: its FS calls fail from then on and its locks are
-// released) before every FS call of the run that changes something, and
-// checks with a new process while the survivors are alive (redo of pending
-// marks), exercising it, then with one that reopens the directory alone
-// (replay).
+// released) before every FS call of the run that changes something, three
+// times: the run stops there; the survivors take one more step of the
+// schedule; they take all the rest (the victim's steps skipped until a
+// restartAll starts it again) - so that what the dead process left meets
+// the others' calls. Then it checks with a new process while the survivors
+// are alive (redo of pending marks), exercising it, then kills them all and
+// checks with one that opens the directory alone (replay of the log over
+// what the page cache holds).
 //
 // TestPowerLossWritebackError injects writeback errors (fsync fails and the
 // dirty pages are dropped), TestPowerLossSweepCatchesMissingSync shows the
@@ -357,6 +361,9 @@ type plLedger struct {
 	wacks []string
 	dels  []plDel
 	cur   plOp
+	// dead are the calls in flight in a process when it was killed (the
+	// survivors went on): each is all there or not at all, like cur.
+	dead []plOp
 	// msgsFor holds, per instance, the ids of the messages created for its
 	// current incarnation (a plDel's msgs).
 	msgsFor map[string][]string
@@ -379,12 +386,14 @@ type plCut struct {
 	wacks   []string
 	dels    []plDel
 	cur     plOp
+	dead    []plOp
 	unknown []plAck
 }
 
 func (l *plLedger) cut() plCut {
 	return plCut{enqOK: l.enqOK[:len(l.enqOK):len(l.enqOK)], acks: l.acks[:len(l.acks):len(l.acks)],
-		wacks: l.wacks[:len(l.wacks):len(l.wacks)], dels: l.dels[:len(l.dels):len(l.dels)], cur: l.cur}
+		wacks: l.wacks[:len(l.wacks):len(l.wacks)], dels: l.dels[:len(l.dels):len(l.dels)], cur: l.cur,
+		dead: l.dead[:len(l.dead):len(l.dead)]}
 }
 
 // ---------------------------------------------------------------------------
@@ -397,14 +406,28 @@ type plProc struct {
 	work *LockedWorkItem
 }
 
+// fsysOrNil is pr's file system, nil if pr is.
+func (pr *plProc) fsysOrNil() vfs.FS {
+	if pr == nil {
+		return nil
+	}
+	return pr.fsys
+}
+
 // plWorld is one run: the MemFS, the clock, the three processes.
 type plWorld struct {
-	mem   *vfs.MemFS
-	clk   *clock.Manual
-	dur   Durability
-	kill  *plKillSwitch // ProcessCrashSafe kill -9 runs; nil otherwise
-	procs [3]*plProc
-	led   plLedger
+	mem  *vfs.MemFS
+	clk  *clock.Manual
+	dur  Durability
+	kill *plKillSwitch // ProcessCrashSafe kill -9 runs; nil otherwise
+	// goOn is how many steps the survivors take after the kill (-1: the
+	// rest of the schedule; 0: the run stops at the kill). The victim's
+	// steps are skipped until a restartAll starts it again; the run ends
+	// with the survivors open.
+	goOn       int
+	victimDone bool // goOn: the kill was handled
+	procs      [3]*plProc
+	led        plLedger
 	// Per step (the reference run): sync count after it, and what it did.
 	syncsAfter []int
 	trace      []string
@@ -464,12 +487,16 @@ func (w *plWorld) closeAll() {
 	}
 }
 
-// run runs the schedule. It stops early (without error) when the kill
-// switch fires, leaving the survivors open; otherwise it closes everything.
+// run runs the schedule. When the kill switch fires it stops (without
+// error) after that step, or after goOn more steps without the victim,
+// leaving the survivors open; otherwise it closes everything.
 func (w *plWorld) run(steps []plStep) error {
 	for i := range w.procs {
 		w.led.cur = plOp{step: -1, desc: "open " + plProcNames[i]}
 		if err := w.open(i); err != nil {
+			if w.killed() && w.goOn != 0 && w.buryVictim() {
+				continue
+			}
 			if w.killed() {
 				return nil
 			}
@@ -477,10 +504,21 @@ func (w *plWorld) run(steps []plStep) error {
 		}
 	}
 	for i, s := range steps {
+		if s.proc >= 0 && w.procs[s.proc] == nil {
+			w.syncsAfter = append(w.syncsAfter, w.mem.SyncCount())
+			w.trace = append(w.trace, plStepName(s)+" "+s.op+" (killed)")
+			continue
+		}
 		w.clk.Advance(time.Millisecond)
 		desc, err := w.do(i, s)
-		if w.killed() {
+		if w.killed() && w.goOn == 0 {
 			return nil
+		}
+		if w.victimDone && w.goOn > 0 {
+			w.goOn-- // a survivor's step
+		}
+		if w.killed() && w.buryVictim() {
+			desc, err = desc+" (killed)", nil
 		}
 		if err != nil {
 			return fmt.Errorf("step %d (%s %s): %w", i, plStepName(s), s.op, err)
@@ -490,10 +528,32 @@ func (w *plWorld) run(steps []plStep) error {
 		if w.enough != nil && w.enough() {
 			return nil
 		}
+		if w.victimDone && w.goOn == 0 {
+			return nil // the survivors took their steps
+		}
 	}
 	w.led.cur = plOp{step: len(steps), desc: "close"}
-	w.closeAll()
+	if !w.victimDone {
+		w.closeAll()
+	}
 	return nil
+}
+
+// buryVictim, the first time it is called after the kill, abandons the
+// killed process (its steps are skipped until a restartAll) and records
+// its call in flight as dead. It reports whether it did.
+func (w *plWorld) buryVictim() bool {
+	if w.victimDone {
+		return false
+	}
+	w.victimDone = true
+	for i, pr := range w.procs {
+		if pr != nil && plProcNames[i] == w.kill.victimName() {
+			w.procs[i] = nil
+		}
+	}
+	w.led.dead = append(w.led.dead, w.led.cur)
+	return true
 }
 
 func plStepName(s plStep) string {
@@ -511,6 +571,9 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 		w.closeAll()
 		for j := range w.procs {
 			if err := w.open(j); err != nil {
+				if w.killed() && w.goOn != 0 && w.buryVictim() {
+					continue // the others start
+				}
 				return "", err
 			}
 		}
@@ -603,6 +666,11 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 		d := &plDel{inst: s.inst, msgs: slices.Clone(w.led.msgsFor[s.inst]), acks: len(w.led.acks)}
 		w.led.cur.del = d
 		res, err := p.DeleteInstance(ctx, s.inst, true)
+		if errors.Is(err, ErrNotFound) && w.victimDone {
+			// A killed process's steps were skipped: the instance may
+			// never have started.
+			return " " + s.inst + ": not found", nil
+		}
 		if err != nil {
 			return "", err
 		}
@@ -618,9 +686,11 @@ func (w *plWorld) do(i int, s plStep) (string, error) {
 	return "", fmt.Errorf("unknown op %q", s.op)
 }
 
-// deleted reports whether a deletion of inst returned OK.
+// deleted reports whether a deletion of inst returned OK, or was in flight
+// in a process killed then (it may have committed).
 func (l *plLedger) deleted(inst string) bool {
-	return slices.ContainsFunc(l.dels, func(d plDel) bool { return d.inst == inst })
+	return slices.ContainsFunc(l.dels, func(d plDel) bool { return d.inst == inst }) ||
+		slices.ContainsFunc(l.dead, func(op plOp) bool { return op.del != nil && op.del.inst == inst })
 }
 
 // plActKey names an activity "inst#id".
@@ -774,7 +844,7 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 	// below (as deleted, or as if it never ran) catch a partial one.
 	oldAck := map[int]bool{}       // index in cut.acks: a deleted incarnation's
 	goneMsg := map[string]string{} // message id -> its deleted instance
-	for _, d := range plDeletions(cut, st.hist[plInFlightDel(cut)]) {
+	for _, d := range plDeletions(cut, st.hist) {
 		for i, a := range cut.acks[:d.acks] {
 			oldAck[i] = oldAck[i] || a.instance == d.inst
 		}
@@ -813,8 +883,10 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 	for _, id := range cut.enqOK {
 		produced[id] = true
 	}
-	if cut.cur.enq != "" {
-		produced[cut.cur.enq] = true // in flight: may or may not have happened
+	for _, op := range cut.inFlight() {
+		if op.enq != "" {
+			produced[op.enq] = true // in flight: may or may not have happened
+		}
 	}
 
 	// The queues.
@@ -914,9 +986,11 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 		}
 	}
 	// (b) the ack in flight is all there or not at all.
-	maybe := cut.unknown
-	if a := cut.cur.ack; a != nil {
-		maybe = append(slices.Clip(maybe), *a)
+	maybe := slices.Clip(cut.unknown)
+	for _, op := range cut.inFlight() {
+		if op.ack != nil {
+			maybe = append(maybe, *op.ack)
+		}
 	}
 	for _, a := range maybe {
 		if n := plPresent(st.hist[a.instance], a); n != 0 && n != len(a.events) {
@@ -926,28 +1000,36 @@ func plCheck(p *FSProvider, cut plCut) (*plState, []string) {
 	return st, v
 }
 
-// plInFlightDel is the instance of the deletion in flight, if any.
-func plInFlightDel(cut plCut) string {
-	if cut.cur.del == nil {
-		return ""
-	}
-	return cut.cur.del.inst
+// inFlight is the calls of cut that may or may not have taken effect: the
+// one in flight, and those of killed processes.
+func (cut plCut) inFlight() []plOp {
+	return append(slices.Clip(cut.dead), cut.cur)
+}
+
+// plInFlightDel reports whether a deletion of inst is in flight in cut.
+func plInFlightDel(cut plCut, inst string) bool {
+	return slices.ContainsFunc(cut.inFlight(), func(op plOp) bool { return op.del != nil && op.del.inst == inst })
 }
 
 // plDeletions is the deletions of cut that took effect: those that returned
-// OK, and the one in flight if h, its instance's history, holds none of the
-// events the instance's acks before it returned OK for.
-func plDeletions(cut plCut, h *plHistory) []plDel {
-	d := cut.cur.del
-	if d == nil {
-		return cut.dels
-	}
-	for _, a := range cut.acks[:d.acks] {
-		if a.instance == d.inst && plPresent(h, a) > 0 {
-			return cut.dels
+// OK, and each one in flight whose instance's history (in hist) holds none
+// of the events that the instance's acks before it returned OK for.
+func plDeletions(cut plCut, hist map[string]*plHistory) []plDel {
+	out := slices.Clip(cut.dels)
+next:
+	for _, op := range cut.inFlight() {
+		d := op.del
+		if d == nil {
+			continue
 		}
+		for _, a := range cut.acks[:d.acks] {
+			if a.instance == d.inst && plPresent(hist[d.inst], a) > 0 {
+				continue next
+			}
+		}
+		out = append(out, *d)
 	}
-	return append(slices.Clip(cut.dels), *d)
+	return out
 }
 
 // plPresent counts the events of a that the history holds at their ids.
@@ -1125,7 +1207,7 @@ func plExercise(p *FSProvider, cut plCut, when, tag string) (plCut, []string) {
 		if n, _, _ := history.Open(p.fs, p.historyPath(key, 1)).Stat(); n == 0 {
 			continue // never started: a probe would stay queued
 		}
-		if inst == plInFlightDel(cut) {
+		if plInFlightDel(cut, inst) {
 			continue // the drain may finish its deletion (a committed one left to the next flock holder)
 		}
 		id := tag + ":" + inst
@@ -1135,19 +1217,19 @@ func plExercise(p *FSProvider, cut plCut, when, tag string) (plCut, []string) {
 		}
 		probes, mine = append(probes, id), append(mine, id)
 	}
-	// After new work the call that was in flight is settled either way (the
-	// drain may redo its turn), so only what returned OK is checked - and a
-	// deletion in flight, settled by the drain too, as it turned out then.
+	// After new work the calls that were in flight are settled either way
+	// (the drain may redo a turn), so only what returned OK is checked - and
+	// deletions in flight, settled by the drain too, as they turned out then.
 	cut.enqOK, cut.unknown = probes, nil
 	if err := plDrain(p); err != nil {
 		fail("drain", []string{err.Error()})
 		return cut, out
 	}
-	if d := cut.cur.del; d != nil {
+	if slices.ContainsFunc(cut.inFlight(), func(op plOp) bool { return op.del != nil }) {
 		st, _ := plCheck(p, cut)
-		cut.dels = plDeletions(cut, st.hist[d.inst])
+		cut.dels = plDeletions(cut, st.hist)
 	}
-	cut.cur = plOp{desc: "(settled)"}
+	cut.cur, cut.dead = plOp{desc: "(settled)"}, nil
 	st, v := plCheck(p, cut)
 	v = append(v, plCheckEnd(st)...)
 	for _, id := range mine {
@@ -1361,6 +1443,12 @@ type plKillSwitch struct {
 	victim string
 }
 
+func (s *plKillSwitch) victimName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.victim
+}
+
 func (s *plKillSwitch) fired() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1429,6 +1517,12 @@ func (k *plKillFS) mutate() error {
 	if !hit {
 		return nil
 	}
+	k.killNow()
+	return errPLKilled
+}
+
+// killNow kills the process: every later call fails, its locks go.
+func (k *plKillFS) killNow() {
 	k.dead.Store(true)
 	k.mu.Lock()
 	locks := slices.Collect(maps.Keys(k.locks))
@@ -1437,7 +1531,6 @@ func (k *plKillFS) mutate() error {
 	for _, l := range locks {
 		_ = l.u.Unlock()
 	}
-	return errPLKilled
 }
 
 func (k *plKillFS) track(u vfs.Unlocker) vfs.Unlocker {
@@ -1640,9 +1733,17 @@ func (f *plKillFile) Stat() (fs.FileInfo, error) {
 // while the survivors are alive (it is not alone: no replay; Recover redoes
 // pending commits), then with one that opens the directory alone (replay),
 // then drains.
-func plKillAt(at int) (victim string, out []string) {
+//
+// With goOn the survivors first take that many more steps of the schedule
+// (-1: all of it) without the victim (a restartAll starts it again), so
+// what the dead process left meets their next calls - its committed
+// deletion their work acks, its half-applied turn their fetches. One step:
+// the checks then see the log as those calls left it (a later checkpoint
+// can pass what a replay would get wrong); all: everything after.
+func plKillAt(at, goOn int) (victim string, out []string) {
 	sw := &plKillSwitch{at: at}
 	w := newPLWorld(ProcessCrashSafe, sw)
+	w.goOn = goOn
 	if err := w.run(plSchedule); err != nil {
 		return "", []string{"the run failed on the running side: " + err.Error()}
 	}
@@ -1651,6 +1752,9 @@ func plKillAt(at int) (victim string, out []string) {
 	}
 	cut := w.led.cut()
 	label := fmt.Sprintf("%s killed; in flight: %s", sw.victim, cut.cur.desc)
+	if len(cut.dead) > 0 { // else it was killed closing, at the end
+		label = fmt.Sprintf("%s killed in %s, the others went on", sw.victim, cut.dead[0].desc)
+	}
 	fail := func(v []string) {
 		for _, s := range v {
 			out = append(out, label+": "+s)
@@ -1658,18 +1762,23 @@ func plKillAt(at int) (victim string, out []string) {
 	}
 	// A new process beside the survivors: not alone, so no replay; its
 	// Recover (and any flock holder) must finish what the dead one left.
-	p, _, v := plRecoverAndCheck(w.mem, ProcessCrashSafe, cut, "a new process beside the survivors")
+	rk := (&plKillSwitch{at: -1}).newFS(w.mem, "R")
+	p, _, v := plRecoverAndCheck(rk, ProcessCrashSafe, cut, "a new process beside the survivors")
 	fail(v)
-	if p != nil {
-		if len(v) == 0 {
-			cut, v = plExercise(p, cut, "beside the survivors", "probe")
-			fail(v)
-		}
-		p.Close()
+	if p != nil && len(v) == 0 {
+		cut, v = plExercise(p, cut, "beside the survivors", "probe")
+		fail(v)
 	}
-	// Then everyone is gone and a process opens the directory alone.
-	w.closeAll()
-	p, _, v = plRecoverAndCheck(w.mem, ProcessCrashSafe, cut, "a process reopening the directory alone")
+	// Then every process is killed too (no Close, so no checkpoint) and one
+	// opens the directory alone: it replays the log from the last
+	// checkpoint, rewriting what the page cache holds.
+	rk.killNow()
+	for _, pr := range w.procs {
+		if k, ok := pr.fsysOrNil().(*plKillFS); ok {
+			k.killNow()
+		}
+	}
+	p, _, v = plRecoverAndCheck(w.mem, ProcessCrashSafe, cut, "a process opening the directory alone after everyone was killed")
 	fail(v)
 	if p != nil {
 		p.Close()
@@ -1677,7 +1786,8 @@ func plKillAt(at int) (victim string, out []string) {
 	return sw.victim, out
 }
 
-// plKillSweep kills a process before every mutating FS call of the run.
+// plKillSweep kills a process before every mutating FS call of the run,
+// once stopping the run there and once letting the survivors go on.
 func plKillSweep(t *testing.T) plSweepResult {
 	t.Helper()
 	count := func() int {
@@ -1692,7 +1802,7 @@ func plKillSweep(t *testing.T) plSweepResult {
 	if again := count(); again != total {
 		t.Fatalf("the ProcessCrashSafe run is not deterministic: %d vs %d mutating calls", total, again)
 	}
-	res := plSweepResult{points: total, models: 1}
+	res := plSweepResult{points: total, models: 3}
 	ks := make(chan int)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -1701,13 +1811,15 @@ func plKillSweep(t *testing.T) plSweepResult {
 		go func() {
 			defer wg.Done()
 			for k := range ks {
-				_, v := plKillAt(k)
-				mu.Lock()
-				res.images++
-				for _, s := range v {
-					res.violations = append(res.violations, fmt.Sprintf("kill before call %d/%d: %s", k, total, s))
+				for _, goOn := range []int{0, 1, -1} {
+					_, v := plKillAt(k, goOn)
+					mu.Lock()
+					res.images++
+					for _, s := range v {
+						res.violations = append(res.violations, fmt.Sprintf("kill before call %d/%d (the others' steps after it: %d): %s", k, total, goOn, s))
+					}
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		}()
 	}
@@ -1757,7 +1869,7 @@ func TestPowerLossSweep(t *testing.T) {
 	t.Run("process-crash-safe", func(t *testing.T) {
 		start := time.Now()
 		res := plKillSweep(t)
-		t.Logf("kill -9 (process-crash-safe, no power loss): %d kill points, %d images checked (beside the survivors, then alone), %d violations (%v)",
+		t.Logf("kill -9 (process-crash-safe, no power loss): %d kill points x 3 (the run stopped there; the survivors took one more step; all of them), %d runs checked (beside the survivors, then alone), %d violations (%v)",
 			res.points, res.images, len(res.violations), time.Since(start).Round(time.Millisecond))
 		plReport(t, res, 20, "  VIOLATION")
 		if len(res.violations) > 0 {
