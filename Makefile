@@ -136,7 +136,8 @@ stalltest:
 ## powerloss: three provider instances share a strict in-memory file system;
 ## crash it at every sync point of their interleaved workload (two crash
 ## models), recover, verify, drain; kill -9 one process before every change
-## it makes (ProcessCrashSafe mode); inject writeback errors into the log and
+## it makes (ProcessCrashSafe mode), the others stopping there or going on;
+## inject writeback errors into the log and
 ## checkpoint fsyncs; and show that a weakened commit path fails the sweep.
 ## Prints the summary lines (and any violation); exits non-zero on failure.
 powerloss:
