@@ -4,8 +4,8 @@ PKGS := ./...
 
 .PHONY: test test-goworkflows vet lint crossbuild races demo fuzz-smoke crashtest crashtest-long crashpoints gwchaos stalltest powerloss bench bench-big bench-ext4 bench-gw bench-gw-ext4 bench-quick clean
 
-## test: vet, the whole suite with -race, the cross-platform build, and the
-## multi-process race tests' round counts. The bench module (its own go.mod)
+## test: vet, the whole suite with -race (printing the multi-process race
+## tests' round counts), and the cross-platform build. The bench module (its own go.mod)
 ## is tested too (without -race, below): its harness test runs every
 ## benchmark once at a tiny size.
 ## So is the goworkflows module (its own go.mod): go-workflows' backend and
@@ -25,13 +25,18 @@ PKGS := ./...
 ## tested without -race: its SQLite is transpiled C, 5 to 10 times slower
 ## under the race detector (TestQuickRun 37 s against 3 s), and the library
 ## code it drives is race-tested above.
+## The lease and fsqueue race tests append their round counts to
+## $$DUROFS_RACE_REPORT (internal/racereport), printed after the run.
 SWEEPS := ^(TestCrashPointSweep|TestPowerLossSweep)$$
+RACE_REPORT := $(CURDIR)/races.out
 test: vet crossbuild
-	$(GO) test -race -count=1 -parallel 8 -timeout 20m -skip '$(SWEEPS)' $(PKGS)
+	@rm -f $(RACE_REPORT)
+	DUROFS_RACE_REPORT=$(RACE_REPORT) $(GO) test -race -count=1 -parallel 8 -timeout 20m -skip '$(SWEEPS)' $(PKGS)
+	@sort $(RACE_REPORT) && rm -f $(RACE_REPORT)
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 -parallel 8 -timeout 20m ./...
 	cd goworkflows && $(GO) vet ./... && ../scripts/gwtest -race -count=1 -timeout 20m ./...
 	$(GO) test -run XXX -bench . -benchtime 1x ./provider/ > /dev/null
-	@$(MAKE) --no-print-directory races crashpoints powerloss
+	@$(MAKE) --no-print-directory crashpoints powerloss
 
 vet:
 	$(GO) vet $(PKGS)
@@ -71,7 +76,8 @@ crossbuild:
 	GOOS=windows $(GO) build $(PKGS)
 	GOARCH=386 $(GO) vet $(PKGS)
 
-## races: print the round counts of the lease and fsqueue multi-process races.
+## races: run the lease and fsqueue race tests alone and print their round
+## counts (make test prints them from its own run).
 races:
 	@$(GO) test -count=1 -run 'Race|MultiProcess' -v ./lease/ ./fsqueue/ | grep -E '^(lease race|fsqueue race)' || true
 

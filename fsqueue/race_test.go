@@ -18,6 +18,7 @@ import (
 
 	"github.com/durofs/durofs/fsqueue"
 	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/racereport"
 	"github.com/durofs/durofs/internal/vfs"
 )
 
@@ -83,7 +84,9 @@ func TestClaimNextGoroutineRace(t *testing.T) {
 	if len(claimed) != messages {
 		t.Fatalf("%d distinct messages claimed, want %d", len(claimed), messages)
 	}
-	fmt.Printf("fsqueue race (goroutines): %d messages, %d goroutines, %d claims, %d double claims\n", messages, goroutines, total.Load(), double)
+	if err := racereport.Printf("fsqueue race (goroutines): %d messages, %d goroutines, %d claims, %d double claims", messages, goroutines, total.Load(), double); err != nil {
+		t.Error(err)
+	}
 	t.Logf("%d messages, %d goroutines, %d claims, %d double claims", messages, goroutines, total.Load(), double)
 }
 
@@ -297,7 +300,9 @@ func TestMultiProcessNoDoubleClaim(t *testing.T) {
 			t.Fatalf("only %d process claimed anything (per process %v): no race exercised", active, perProc)
 		}
 		if double == 0 {
-			fmt.Printf("fsqueue race (processes): %d messages, %d processes, %d claims, 0 double claims\n", messages, procs, len(recs))
+			if err := racereport.Printf("fsqueue race (processes): %d messages, %d processes, %d claims, 0 double claims", messages, procs, len(recs)); err != nil {
+				t.Error(err)
+			}
 		}
 		t.Logf("%d messages, %d processes, %d claims (per process %v), %d double claims, %v",
 			messages, procs, len(recs), perProc, double, time.Since(start).Round(time.Millisecond))
@@ -354,8 +359,10 @@ func TestMultiProcessNoDoubleClaim(t *testing.T) {
 			}
 		}
 		if overlaps == 0 {
-			fmt.Printf("fsqueue race (processes, %v leases): %d messages, %d processes, %d claims (%d after expiry, %d messages moved between processes), 0 overlapping leases\n",
-				lockFor, messages, procs, len(recs), reclaims, crossProc)
+			if err := racereport.Printf("fsqueue race (processes, %v leases): %d messages, %d processes, %d claims (%d after expiry, %d messages moved between processes), 0 overlapping leases",
+				lockFor, messages, procs, len(recs), reclaims, crossProc); err != nil {
+				t.Error(err)
+			}
 		}
 		t.Logf("%v leases: %d messages, %d processes, %d claims, %d re-claims after expiry, %d messages claimed by more than one process, %d overlapping leases",
 			lockFor, messages, procs, len(recs), reclaims, crossProc, overlaps)

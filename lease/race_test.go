@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/internal/clock"
+	"github.com/durofs/durofs/internal/racereport"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
 )
@@ -95,8 +96,10 @@ func TestRaceGoroutines(t *testing.T) {
 	el := time.Since(start)
 	t.Logf("goroutine race: %d rounds, %d goroutines, exactly one winner in every round (%v; wins per goroutine %v)",
 		raceRounds, raceGoroutine, el, wins)
-	fmt.Printf("lease race (goroutines): %d rounds, %d goroutines, exactly one winner in every round (%v; wins per goroutine %v)\n",
-		raceRounds, raceGoroutine, el.Round(time.Millisecond), wins)
+	if err := racereport.Printf("lease race (goroutines): %d rounds, %d goroutines, exactly one winner in every round (%v; wins per goroutine %v)",
+		raceRounds, raceGoroutine, el.Round(time.Millisecond), wins); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestHelperProcess is the child side of TestRaceProcesses. It does nothing
@@ -236,8 +239,10 @@ func TestRaceProcesses(t *testing.T) {
 	el := time.Since(start)
 	t.Logf("process race: %d rounds, %d processes, exactly one winner in every round (%v; wins per process %v)",
 		raceRounds, raceProcesses, el, wins)
-	fmt.Printf("lease race (processes): %d rounds, %d processes, exactly one winner in every round (%v; wins per process %v)\n",
-		raceRounds, raceProcesses, el.Round(time.Millisecond), wins)
+	if err := racereport.Printf("lease race (processes): %d rounds, %d processes, exactly one winner in every round (%v; wins per process %v)",
+		raceRounds, raceProcesses, el.Round(time.Millisecond), wins); err != nil {
+		t.Error(err)
+	}
 }
 
 func startChild(t *testing.T, f *fixture, i int) *child {

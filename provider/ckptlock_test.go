@@ -53,10 +53,11 @@ func TestOpenNotHeldUpByCheckpointLock(t *testing.T) {
 			t.Fatalf("Open while another process holds wal/checkpoint.lock: %v", err)
 		}
 		defer q.Close()
-		// The dead writer's lease runs out (1.5 s); then a fetch takes the
+		// The dead writer's lease runs out (1.5 s after its fetch, within
+		// this fetch's 2 s wait for work); then the fetch takes the
 		// instance and finishes the commit (which consumes its batch)
 		// before looking for work.
-		if it, err := q.FetchOrchestrationItem(ctx, 5*time.Second, 5*time.Second, nil); err != nil || it != nil {
+		if it, err := q.FetchOrchestrationItem(ctx, 5*time.Second, 2*time.Second, nil); err != nil || it != nil {
 			t.Fatalf("fetch = %+v, %v; want nothing (the committed ack consumed the batch)", it, err)
 		}
 		if hist, err := q.Read(ctx, "ck"); err != nil || len(hist) != 1 {
