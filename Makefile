@@ -96,12 +96,14 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz '^FuzzMessageName$$' -fuzztime 100000x ./fsqueue/
 
 ## crashtest: the CI-size kill -9 chaos run (3 workers, >= 400 SIGKILLs, 3
-## SIGSTOP zombie rounds), then every invariant of docs/design.md §6; then the
+## SIGSTOP zombie rounds; the driver deletes a tenth of the chain, fan-out
+## and cancel instances, forced while they run), then every invariant of
+## docs/design.md §6 (a deleted instance must leave nothing); then the
 ## go-workflows chaos run (3 go-workflows worker processes, 100 SIGKILLs,
 ## 100 workflows: every result exact, every history well formed, every
 ## activity run at least once, counted); exits non-zero on any violation.
 crashtest:
-	$(GO) run ./scripts/crashtest/chaos --duration 60s --kills 400 --zombies 3
+	$(GO) run ./scripts/crashtest/chaos --duration 60s --kills 400 --zombies 3 --deletes 0.1
 	@$(MAKE) --no-print-directory gwchaos
 
 ## gwchaos: the go-workflows chaos run alone (goworkflows/chaos_test.go);
@@ -113,7 +115,7 @@ gwchaos:
 
 ## crashtest-long: >= 5,000 kills (about 20 minutes).
 crashtest-long:
-	$(GO) run ./scripts/crashtest/chaos --duration 15m --kills 5000 --zombies 20
+	$(GO) run ./scripts/crashtest/chaos --duration 15m --kills 5000 --zombies 20 --deletes 0.1
 
 ## crashpoints: SIGKILL a process at every named failpoint of the commit,
 ## redo, replay, checkpoint, lease and enqueue paths and of the go-workflows

@@ -49,7 +49,11 @@ type result struct {
 
 	instances int
 	batches   int
-	oracle    oracle.Counts
+
+	// The driver's deletions: OK, of them forced while running, failed calls.
+	deleted, deletedForced, deleteErrs int
+
+	oracle oracle.Counts
 
 	garbageTemps, garbageStaged int // left by killed writers, aged before the final recovery
 
@@ -183,6 +187,25 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 		}
 	}
 	d := newDriver(dp, s.raised, onStart, log, cfg.seed, cfg.batch, cfg.active)
+	delLog, err := os.Create(filepath.Join(work, "deletions.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("deletions log: %w", err)
+	}
+	defer delLog.Close()
+	delEnc := json.NewEncoder(delLog)
+	d.deletes = cfg.deletes
+	d.onDelete = func(instance string, forced bool, err error) {
+		rec := deletionRecord{Instance: instance, Forced: forced, OK: err == nil}
+		if err != nil {
+			rec.Err = err.Error()
+			res.deleteErrs++
+		} else if forced {
+			res.deletedForced++
+		}
+		if err := delEnc.Encode(rec); err != nil {
+			s.fail("deletions log: %v", err)
+		}
+	}
 	if err := d.startBatch(ctx); err != nil {
 		return nil, err
 	}
@@ -366,6 +389,8 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer ccancel()
 	in := invariants.Input{Oracle: b.Oracle(), Specs: d.started(), Provider: fp, Shared: true}
+	in.Deleted, in.MaybeDeleted = d.deletions()
+	res.deleted = len(in.Deleted)
 	res.report, err = invariants.Check(cctx, data, in)
 	if cerr := fp.Close(); cerr != nil && err == nil {
 		err = cerr

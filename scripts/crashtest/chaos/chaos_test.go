@@ -64,25 +64,32 @@ func runForTest(t *testing.T, cfg config) *result {
 }
 
 // TestChaos is a short version of `make crashtest`: ≥ 15 s and ≥ 30
-// SIGKILLs of 3 durable workers, then drain, recovery and the invariant
-// check, which must find no violation.
+// SIGKILLs of 3 durable workers while the driver deletes a quarter of the
+// chain, fan-out and cancel instances, then drain, recovery and the
+// invariant check, which must find no violation.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs worker processes for about 20 s")
 	}
 	t.Parallel() // its own directory and worker processes
 	cfg := defaultConfig()
-	cfg.duration, cfg.kills, cfg.seed = 15*time.Second, 30, 1
+	cfg.duration, cfg.kills, cfg.seed, cfg.deletes = 15*time.Second, 30, 1, 0.25
 	res := runForTest(t, cfg)
 	if res.kills < 30 {
 		t.Errorf("%d kills, want ≥ 30", res.kills)
+	}
+	if res.deletedForced == 0 || res.deleted == res.deletedForced {
+		t.Errorf("%d instances deleted, %d of them forced while running: want both kinds", res.deleted, res.deletedForced)
+	}
+	if rep := res.report; rep != nil && rep.Figures.Deleted < res.deleted {
+		t.Errorf("the check found %d instances deleted, the driver deleted %d", rep.Figures.Deleted, res.deleted)
 	}
 	for _, f := range res.failures {
 		t.Errorf("failure: %s", f)
 	}
 	checkReports(t, res)
-	if res.oracle.OK == 0 || res.report.Figures.AcksOK != res.oracle.OK {
-		t.Errorf("%d OK acks reported, %d checked", res.oracle.OK, res.report.Figures.AcksOK)
+	if f := res.report.Figures; res.oracle.OK == 0 || f.AcksOK+f.AcksOfDeleted != res.oracle.OK {
+		t.Errorf("%d OK acks reported, %d checked, %d to deleted instances", res.oracle.OK, f.AcksOK, f.AcksOfDeleted)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/durofs/durofs/conformance/workload"
 	"github.com/durofs/durofs/provider"
@@ -73,6 +74,9 @@ func recheck(work string, dispatchers int, verify bool) (*invariants.Report, err
 		return nil, err
 	}
 	in := invariants.Input{Oracle: b.Oracle(), Specs: specs}
+	if in.Deleted, in.MaybeDeleted, err = readDeletions(filepath.Join(work, "deletions.jsonl")); err != nil {
+		return nil, err
+	}
 	data := filepath.Join(work, "data")
 	if verify {
 		p, err := provider.Open(data, provider.Options{SweepInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -83,6 +87,54 @@ func recheck(work string, dispatchers int, verify bool) (*invariants.Report, err
 		in.Provider = p
 	}
 	return invariants.Check(context.Background(), data, in)
+}
+
+// deletionRecord is one line of deletions.jsonl: a DeleteInstance call of
+// the driver.
+type deletionRecord struct {
+	Instance string `json:"instance"`
+	Forced   bool   `json:"forced"`
+	OK       bool   `json:"ok"`
+	Err      string `json:"err,omitempty"`
+}
+
+// readDeletions reads deletions.jsonl (absent: none) into the instances
+// deleted and those whose every deletion failed.
+func readDeletions(path string) (deleted, maybe []string, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	ok, failed := map[string]bool{}, map[string]bool{}
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var r deletionRecord
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if r.OK {
+			ok[r.Instance] = true
+		} else {
+			failed[r.Instance] = true
+		}
+	}
+	for id := range ok {
+		deleted = append(deleted, id)
+	}
+	for id := range failed {
+		if !ok[id] {
+			maybe = append(maybe, id)
+		}
+	}
+	slices.Sort(deleted)
+	slices.Sort(maybe)
+	return deleted, maybe, nil
 }
 
 // readSpecs reads one workload.Spec per line.

@@ -5,7 +5,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,19 +18,25 @@ import (
 
 // driver is the client side of the workload: it starts workload.Mix batches
 // (keeping at least target instances running while starting is on), raises
-// the external events of started instances, and tracks which instances are
-// terminal. It uses its own provider in this process, which is never killed.
+// the external events of started instances, deletes some of them (deletes),
+// and tracks which instances are terminal. It uses its own provider in this
+// process, which is never killed.
 type driver struct {
 	p   provider.Provider
 	adm provider.Admin
 	// onRaise is called before every attempt to raise an external event,
-	// onStart after every instance started.
-	onRaise func(instance string)
-	onStart func(workload.Spec)
-	log     *slog.Logger
-	seed    int64
-	batch   int
-	target  int
+	// onStart after every instance started, onDelete after every deletion
+	// attempt (err nil: the instance is deleted).
+	onRaise  func(instance string)
+	onStart  func(workload.Spec)
+	onDelete func(instance string, forced bool, err error)
+	log      *slog.Logger
+	seed     int64
+	batch    int
+	target   int
+	// deletes is the fraction of chain, fan-out and cancel instances
+	// deleted once started.
+	deletes float64
 
 	starting atomic.Bool
 
@@ -36,6 +44,8 @@ type driver struct {
 	specs   []workload.Spec
 	pending map[string]workload.Spec // started, not terminal yet
 	raised  map[string]bool
+	deleted map[string]bool // DeleteInstance returned OK
+	delErrs map[string]int  // failed DeleteInstance calls (each may have committed)
 	batches int
 	err     error // a start that failed for good
 }
@@ -46,7 +56,7 @@ func newDriver(p provider.Provider, onRaise func(string), onStart func(workload.
 		adm = nil
 	}
 	d := &driver{p: p, adm: adm, onRaise: onRaise, onStart: onStart, log: log, seed: seed, batch: batch, target: target,
-		pending: map[string]workload.Spec{}, raised: map[string]bool{}}
+		pending: map[string]workload.Spec{}, raised: map[string]bool{}, deleted: map[string]bool{}, delErrs: map[string]int{}}
 	d.starting.Store(true)
 	return d
 }
@@ -93,6 +103,25 @@ func (d *driver) poll(ctx context.Context) error {
 		if err != nil {
 			continue // transient; next poll
 		}
+		if del, late := d.toDelete(s); del && st.Started && (!late || st.Terminal()) {
+			// Forced while it runs (its activities may be held by
+			// workers that are being killed), plain once it finished.
+			forced := !st.Terminal()
+			_, err := d.adm.DeleteInstance(ctx, s.Instance, forced)
+			d.onDelete(s.Instance, forced, err)
+			d.mu.Lock()
+			if err == nil {
+				d.deleted[s.Instance] = true
+				delete(d.pending, s.Instance)
+			} else {
+				d.delErrs[s.Instance]++
+			}
+			d.mu.Unlock()
+			if err == nil {
+				continue
+			}
+			d.log.Warn("chaos: delete", "instance", s.Instance, "forced", forced, "err", err)
+		}
 		if st.Started && workload.NeedsRaise(s) && !d.isRaised(s.Instance) {
 			// Count the attempt first: a failed enqueue may still have
 			// written the message.
@@ -112,6 +141,51 @@ func (d *driver) poll(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// toDelete reports whether s is one of the instances to delete (a chain,
+// fan-out or cancel - no sub-orchestration, no event to raise - picked by
+// a hash of its id and the seed) not yet deleted, and not given up on after
+// three failed attempts (it then runs to its end, and is checked in full if
+// none of them took effect). Half of them (late) are deleted once they
+// finished, the others as soon as they started.
+func (d *driver) toDelete(s workload.Spec) (del, late bool) {
+	if d.deletes <= 0 || d.adm == nil {
+		return false, false
+	}
+	switch s.Kind {
+	case workload.KindChain, workload.KindFanOut, workload.KindCancel:
+	default:
+		return false, false
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", d.seed, s.Instance)
+	sum := h.Sum64()
+	if float64(sum%10_000) >= d.deletes*10_000 {
+		return false, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.deleted[s.Instance] && d.delErrs[s.Instance] < 3, sum/10_000%2 == 1
+}
+
+// deletions returns the instances deleted (DeleteInstance returned OK) and
+// those whose every deletion attempt failed (any of them may have
+// committed).
+func (d *driver) deletions() (deleted, maybe []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.deleted {
+		deleted = append(deleted, id)
+	}
+	for id := range d.delErrs {
+		if !d.deleted[id] {
+			maybe = append(maybe, id)
+		}
+	}
+	slices.Sort(deleted)
+	slices.Sort(maybe)
+	return deleted, maybe
 }
 
 func (d *driver) isRaised(instance string) bool {

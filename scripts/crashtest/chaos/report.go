@@ -51,6 +51,10 @@ func printReport(w io.Writer, cfg config, r *result) {
 		row("in-flight acks at kills", "%d committed in full, %d left no trace", f.KilledCommitted, f.KilledAbsent)
 		row("instances", "%d started in %d batches, %d as expected (+%d sub-orchestrations); %d executions, %d events on disk",
 			r.instances, r.batches, f.SpecsOK, f.Children, f.Executions, f.Events)
+		if cfg.deletes > 0 {
+			row("deletions", "%d instances deleted (%d forced while running, %d once finished), %d failed calls; %d found deleted by the check",
+				r.deleted, r.deletedForced, r.deleted-r.deletedForced, r.deleteErrs, f.Deleted)
+		}
 	}
 	row("worker runtime totals", "%d turns, %d activities executed, %d cancelled while running, %d acks failed, %d abandons (a killed worker's counts up to its last report)",
 		r.runtime.Turns, r.runtime.ActivitiesExecuted, r.runtime.ActivitiesCancelled, r.runtime.AcksFailed, r.runtime.Abandons)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,13 @@ type Input struct {
 	// as the sweep cannot tell it from a stopped writer's; the first process
 	// to open the directory alone removes it. Not counted in invariant 5.
 	Shared bool
+	// Deleted are instances whose DeleteInstance returned OK, MaybeDeleted
+	// those whose deletion failed (it may have committed all the same).
+	// A deleted instance must have left nothing - no instance directory, no
+	// queued message, claim or timer (invariant 5) - and its acks and spec
+	// are not checked. A maybe-deleted instance is deleted if its directory
+	// is gone, and is checked in full otherwise: all or nothing.
+	Deleted, MaybeDeleted []string
 }
 
 // Check reads dir, a durofs directory at quiescence (no process using it,
@@ -59,6 +67,7 @@ func Check(ctx context.Context, dir string, in Input) (*Report, error) {
 		now = time.Now()
 	}
 	c := &checker{st: st, in: in, r: &Report{}, nowMs: now.UnixMilli()}
+	c.resolveDeletions()
 	c.wellFormed()
 	c.consumedOnce()
 	c.fences()
@@ -81,6 +90,52 @@ type checker struct {
 	in    Input
 	r     *Report
 	nowMs int64
+	// gone are the deleted instances (Input.Deleted, and the MaybeDeleted
+	// whose directory is gone), by id.
+	gone map[string]bool
+}
+
+// ---- deletions ----
+
+// resolveDeletions settles which instances were deleted, reports what a
+// deleted instance left (invariant 5; its queued messages are reported by
+// quiescent), and takes the deleted instances' acks and specs out of the
+// input: a deleted instance's history is gone with them.
+func (c *checker) resolveDeletions() {
+	c.gone = map[string]bool{}
+	for _, id := range c.in.Deleted {
+		c.gone[id] = true
+	}
+	for _, id := range c.in.MaybeDeleted {
+		if c.st.instanceByID(id) == nil {
+			c.gone[id] = true
+		}
+	}
+	c.r.Figures.Deleted = len(c.gone)
+	for _, id := range slices.Sorted(maps.Keys(c.gone)) {
+		if in := c.st.instanceByID(id); in != nil {
+			c.r.add(5, id, "deleted (DeleteInstance returned OK), but its directory instances/%s remains (%d executions)", in.key, len(in.execs))
+		}
+	}
+	for _, key := range c.st.keys {
+		if _, err := os.Lstat(filepath.Join(c.st.dir, "instances", key, "deleting")); err == nil {
+			c.r.add(5, c.st.instances[key].id, "deletion marker instances/%s/deleting left behind", key)
+		}
+	}
+	if len(c.gone) == 0 {
+		return
+	}
+	c.in.Specs = slices.DeleteFunc(slices.Clone(c.in.Specs), func(s workload.Spec) bool { return c.gone[s.Instance] })
+	if o := c.in.Oracle; o != nil {
+		kept := *o
+		kept.Acks = slices.DeleteFunc(slices.Clone(o.Acks), func(a oracle.Ack) bool {
+			if c.gone[a.Instance] && a.Outcome == oracle.OutcomeOK {
+				c.r.Figures.AcksOfDeleted++
+			}
+			return c.gone[a.Instance]
+		})
+		c.in.Oracle = &kept
+	}
 }
 
 // ---- invariant 3: histories well formed ----
@@ -397,6 +452,10 @@ func (c *checker) orchMessage(rel, path string) {
 	item, err := provider.UnmarshalWorkItem(m.Payload)
 	if err != nil {
 		c.r.add(5, rel, "message never consumed (undecodable payload: %v)", err)
+		return
+	}
+	if target := provider.TargetInstance(item); c.gone[target] {
+		c.r.add(5, rel, "message for deleted instance %s left behind: %s", target, item.Kind())
 		return
 	}
 	if _, timer := item.(provider.TimerFired); timer && m.VisibleAtMs > c.nowMs {

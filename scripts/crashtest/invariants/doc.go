@@ -20,10 +20,11 @@
 //     record of the write-ahead log, committed but never applied in full,
 //     nor one that never committed), no staged message, temporary file,
 //     claim or held lease remains, and the queues hold only timers not yet
-//     due.
-//  6. Every started instance (and every sub-orchestration) reached its
-//     expected terminal status and output (and workload.Verify agrees,
-//     when a provider is given).
+//     due. A deleted instance (Input.Deleted) left nothing: no directory,
+//     no message or timer for it; no deletion marker remains.
+//  6. Every started instance not deleted (and every sub-orchestration)
+//     reached its expected terminal status and output (and workload.Verify
+//     agrees, when a provider is given).
 //  7. Fences never decrease: record epochs per instance in file and
 //     execution order, instance.json and lease.json at least as high; with
 //     the oracle also: a stale holder's ack (rejected, or held back while

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -602,5 +603,91 @@ func TestEmptyStagedFileBesideALiveProcess(t *testing.T) {
 				t.Fatalf("violation = %v (%s), want %v", got, r.Breakdown(), c.want)
 			}
 		})
+	}
+}
+
+// TestDeletions: a deleted instance is checked for what it left, not for
+// its acks and spec; a maybe-deleted one is deleted if its directory is
+// gone and checked in full otherwise; whatever a deletion should have
+// removed and did not is a violation of invariant 5.
+func TestDeletions(t *testing.T) {
+	f := healthy(t)
+	var victim string // a chain: acks, activities, no sub-orchestration
+	for _, s := range f.specs {
+		if s.Kind == workload.KindChain {
+			victim = s.Instance
+			break
+		}
+	}
+	deleteIt := func(t *testing.T, dir string) {
+		t.Helper()
+		p, err := provider.Open(dir, provider.Options{SweepInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if _, err := p.DeleteInstance(context.Background(), victim, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name           string
+		damage         func(t *testing.T, dir string)
+		deleted, maybe []string
+		want           []int // the invariants that must fail (none: the check passes)
+		gone           int   // Figures.Deleted
+	}{
+		{"deleted, reported", deleteIt, []string{victim}, nil, nil, 1},
+		{"deleted, its deletion failed (maybe)", deleteIt, nil, []string{victim}, nil, 1},
+		{"not deleted, its deletion failed (maybe)", nil, nil, []string{victim}, nil, 0},
+		{"deleted, not reported", deleteIt, nil, nil, []int{1, 6}, 0},
+		// Its events are phantoms too (2): no ack of a deleted instance counts.
+		{"reported deleted, its directory remains", nil, []string{victim}, nil, []int{2, 5}, 1},
+		{"deleted, a message for it left behind", func(t *testing.T, dir string) {
+			deleteIt(t, dir)
+			writeStart(t, dir, victim)
+		}, []string{victim}, nil, []int{5}, 1},
+		{"a deletion marker left behind", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "instances", names.Encode(victim), "deleting"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, nil, []int{5}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyDir(t, f.dir)
+			if c.damage != nil {
+				c.damage(t, dir)
+			}
+			r, err := invariants.Check(context.Background(), dir, invariants.Input{Oracle: cloneOracle(f.orc), Specs: f.specs,
+				Deleted: c.deleted, MaybeDeleted: c.maybe})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failed []int
+			for inv := 1; inv < len(r.Counts); inv++ {
+				if r.Counts[inv] > 0 {
+					failed = append(failed, inv)
+				}
+			}
+			if !slices.Equal(failed, c.want) || r.Figures.Deleted != c.gone {
+				t.Fatalf("failed invariants %v (%s), %d deleted; want %v, %d", failed, r.Breakdown(), r.Figures.Deleted, c.want, c.gone)
+			}
+		})
+	}
+}
+
+// writeStart enqueues a start message for instance with its own provider
+// on dir (a message that stays: nothing fetches it).
+func writeStart(t *testing.T, dir, instance string) {
+	t.Helper()
+	p, err := provider.Open(dir, provider.Options{SweepInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	v := workload.OrchestrationVersion
+	item := provider.StartOrchestration{Instance: instance, Orchestration: workload.OrchChain, Version: &v, Input: "1", ExecutionID: 1}
+	if err := p.EnqueueForOrchestrator(context.Background(), item, 0); err != nil {
+		t.Fatal(err)
 	}
 }

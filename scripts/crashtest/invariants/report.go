@@ -65,6 +65,10 @@ type Figures struct {
 	Paused int
 	// PendingTimers counts timer messages not yet due left in the queue.
 	PendingTimers int
+	// Deleted counts the instances found deleted (Input.Deleted and
+	// MaybeDeleted), AcksOfDeleted the acks that returned OK to them (not
+	// checked: their history went with them).
+	Deleted, AcksOfDeleted int
 }
 
 // Report is the result of Check.
