@@ -194,8 +194,8 @@ func runChaos(ctx context.Context, cfg config, stdout, stderr io.Writer) (res *r
 	defer delLog.Close()
 	delEnc := json.NewEncoder(delLog)
 	d.deletes = cfg.deletes
-	d.onDelete = func(instance string, forced bool, err error) {
-		rec := deletionRecord{Instance: instance, Forced: forced, OK: err == nil}
+	d.onDelete = func(instance string, forced bool, start, end time.Time, err error) {
+		rec := deletionRecord{Instance: instance, Forced: forced, OK: err == nil, StartUs: start.UnixMicro(), EndUs: end.UnixMicro()}
 		if err != nil {
 			rec.Err = err.Error()
 			res.deleteErrs++

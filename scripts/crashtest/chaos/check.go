@@ -96,6 +96,10 @@ type deletionRecord struct {
 	Forced   bool   `json:"forced"`
 	OK       bool   `json:"ok"`
 	Err      string `json:"err,omitempty"`
+	// StartUs and EndUs bound the call (µs since the epoch), to place it
+	// among the workers' reports (oracle.jsonl) when a check fails.
+	StartUs int64 `json:"start_us"`
+	EndUs   int64 `json:"end_us"`
 }
 
 // readDeletions reads deletions.jsonl (absent: none) into the instances

@@ -26,10 +26,11 @@ type driver struct {
 	adm provider.Admin
 	// onRaise is called before every attempt to raise an external event,
 	// onStart after every instance started, onDelete after every deletion
-	// attempt (err nil: the instance is deleted).
+	// attempt (err nil: the instance is deleted) with the call's start and
+	// end.
 	onRaise  func(instance string)
 	onStart  func(workload.Spec)
-	onDelete func(instance string, forced bool, err error)
+	onDelete func(instance string, forced bool, start, end time.Time, err error)
 	log      *slog.Logger
 	seed     int64
 	batch    int
@@ -107,8 +108,9 @@ func (d *driver) poll(ctx context.Context) error {
 			// Forced while it runs (its activities may be held by
 			// workers that are being killed), plain once it finished.
 			forced := !st.Terminal()
+			start := time.Now()
 			_, err := d.adm.DeleteInstance(ctx, s.Instance, forced)
-			d.onDelete(s.Instance, forced, err)
+			d.onDelete(s.Instance, forced, start, time.Now(), err)
 			d.mu.Lock()
 			if err == nil {
 				d.deleted[s.Instance] = true
