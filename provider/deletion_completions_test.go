@@ -573,3 +573,46 @@ func killableDeleter(t *testing.T, mem *vfs.MemFS, opts Options) (*FSProvider, *
 	mustNoErr(t, err)
 	return deleter, sw
 }
+
+// TestDeletionListingRacingAWorkAck: a forced deletion lists its instance's
+// messages queue by queue while a work ack of one of its activities, in
+// another process, is applied in between (the ack holds only the item's
+// claim lock; its apply publishes the completion, then deletes the item).
+// Whichever queue is listed first, the deletion must find the item or the
+// completion, and leave neither behind. Listing the orchestrator queue
+// first found neither: the completion stayed queued for the deleted
+// instance, and its next incarnation received it (seen in make
+// crashtest-long with deletions: 2 completions of one fan-out left).
+func TestDeletionListingRacingAWorkAck(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
+	d := openT(t, dir, opts) // the deleting process
+	w := openT(t, dir, opts) // the worker process
+	runActivities(t, d, "x", 1)
+	item := fetchOneWork(t, w)
+	var between string
+	testHookDeletionListed = func(queue string) {
+		if between != "" {
+			return
+		}
+		between = queue
+		mustNoErr(t, w.AckWorkItem(ctx, item.LockToken, ActivityCompleted{Instance: "x", ExecutionID: 1, ID: 2, Result: "stale-result"}))
+	}
+	t.Cleanup(func() { testHookDeletionListed = nil })
+	if _, err := d.DeleteInstance(ctx, "x", true); err != nil {
+		t.Fatal(err)
+	}
+	testHookDeletionListed = nil
+	if between == "" {
+		t.Fatal("the deletion listed no queue (the hook never ran)")
+	}
+	for _, q := range []*FSProvider{d, w} {
+		left, err := queuedFor(q.orchQ, instanceKey("x"))
+		mustNoErr(t, err)
+		for _, m := range left {
+			t.Errorf("after the deletion (the work ack applied after it listed the %s queue), %s is still queued for x (%s)", between, m.Name, m.Attrs[attrKind])
+		}
+	}
+	newIncarnationGetsNoCompletion(t, d, "x")
+}

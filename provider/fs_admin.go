@@ -469,19 +469,32 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	}
 
 	// Counts and the messages to delete: each member's, found by its route.
+	// The worker queue first: a work ack of one of the members' items,
+	// which holds only the item's claim lock, may be applying right now,
+	// and its apply publishes the completion before it deletes the item
+	// (applyWorkAck). Listed in this order, the deletion finds the item
+	// (then it passes the item's claim lock before its commit and deletes
+	// the completion in its apply: fs_deleting.go) or, the item already
+	// gone, the completion. The other order can miss both: the completion
+	// published just after the orchestrator queue was listed, the item
+	// deleted just before the worker queue was - and the completion stays,
+	// for nobody (TestDeletionListingRacingAWorkAck).
 	var msgs []queueRef
 	refsOf := map[string][]queueRef{}
 	for _, k := range keys {
 		for _, q := range []struct {
 			name string
 			q    *fsqueue.Queue
-		}{{"orchestrator", p.orchQ}, {"worker", p.workQ}} {
+		}{{"worker", p.workQ}, {"orchestrator", p.orchQ}} {
 			qms, err := queuedFor(q.q, k)
 			if err != nil {
 				return res, false, nil, Retryablef(op, err, "%v", err)
 			}
 			for _, m := range qms {
 				refsOf[k] = append(refsOf[k], queueRef{Queue: q.name, Name: m.Name})
+			}
+			if testHookDeletionListed != nil {
+				testHookDeletionListed(q.name)
 			}
 		}
 		msgs = append(msgs, refsOf[k]...)

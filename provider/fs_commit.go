@@ -92,6 +92,11 @@ func afterCommitPoint(kind string) {
 	}
 }
 
+// testHookDeletionListed, when set (by tests only), runs when a deletion
+// has listed a member's messages in one queue ("worker", "orchestrator"):
+// a test applies a work ack there.
+var testHookDeletionListed func(queue string)
+
 // testHookBeforeCommit, when set (by tests only), runs when a work ack has
 // checked its item, under the item's claim lock, right before it marks the
 // claim and appends its record: tests hold an ack there.
