@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/durofs/durofs/conformance/workload"
 	"github.com/durofs/durofs/provider"
@@ -128,16 +127,7 @@ func readDeletions(path string) (deleted, maybe []string, err error) {
 			failed[r.Instance] = true
 		}
 	}
-	for id := range ok {
-		deleted = append(deleted, id)
-	}
-	for id := range failed {
-		if !ok[id] {
-			maybe = append(maybe, id)
-		}
-	}
-	slices.Sort(deleted)
-	slices.Sort(maybe)
+	deleted, maybe = splitDeletions(ok, failed)
 	return deleted, maybe, nil
 }
 

@@ -177,11 +177,22 @@ func (d *driver) toDelete(s workload.Spec) (del, late bool) {
 func (d *driver) deletions() (deleted, maybe []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for id := range d.deleted {
+	failed := map[string]bool{}
+	for id := range d.delErrs {
+		failed[id] = true
+	}
+	return splitDeletions(d.deleted, failed)
+}
+
+// splitDeletions returns, sorted, the instances a deletion call deleted
+// (ok) and those whose every call failed (in failed, not in ok): any of
+// those may have committed.
+func splitDeletions(ok, failed map[string]bool) (deleted, maybe []string) {
+	for id := range ok {
 		deleted = append(deleted, id)
 	}
-	for id := range d.delErrs {
-		if !d.deleted[id] {
+	for id := range failed {
+		if !ok[id] {
 			maybe = append(maybe, id)
 		}
 	}
