@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -32,7 +33,9 @@ import (
 //     its entry in its parent's children index, and executions, and then
 //     reclaims its directory: lease (so old tokens fail), lock file,
 //     directory (fs_reclaim.go). Whoever next holds a member's flock
-//     finishes its part if the mark is still there.
+//     finishes its part if the mark is still there. Children the members
+//     scheduled that have not started (no record yet: a queued start, or a
+//     first turn in flight) are members too (unstartedChildren).
 //
 // Tree queries and the orphan check read the parent -> children index
 // (fs_reclaim.go): their cost is the tree's, not the directory's.
@@ -360,8 +363,16 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 	if err := checkInstanceIDs(op, ids...); err != nil {
 		return DeleteInstanceResult{}, err
 	}
+	// Children the members scheduled that have not started (no record yet,
+	// only a queued start or a first turn in flight) join the deletion as
+	// deleteAtomic finds them: child id -> the member that scheduled it.
+	unstarted := map[string]string{}
 	for {
-		res, again, wait, err := p.deleteAtomic(ctx, ids, force)
+		all := ids
+		if len(unstarted) > 0 {
+			all = append(slices.Clip(ids), slices.Sorted(maps.Keys(unstarted))...)
+		}
+		res, again, wait, err := p.deleteAtomic(ctx, all, unstarted, force)
 		if wait != nil {
 			// A member's flock or a worker item's claim lock stayed busy
 			// while this try held others: wait for it holding none (its
@@ -376,18 +387,21 @@ func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, fo
 			return res, err
 		}
 		// A member's pending deletion, finished under its flock, reclaimed
-		// its directory: look again (what is there now is newer).
+		// its directory, or the unstarted children changed: look again
+		// (what is there now is newer).
 	}
 }
 
 // deleteAtomic is one try of DeleteInstancesAtomic. again is true when the
 // redo of a member's pending commit reclaimed its directory (a deletion
-// committed before this one): the caller tries again from the start. wait
+// committed before this one), or when unstartedChildren changed unstarted
+// (the members' unstarted children, which ids includes): the caller tries
+// again from the start. wait
 // is set when a member's flock (lockNext) or a worker item's claim lock
 // (passClaims) stayed busy while the try held others: everything was let
 // go, and the caller runs wait (it waits for that lock alone) before it
 // tries again.
-func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool) (res DeleteInstanceResult, again bool, wait func(context.Context) error, err error) {
+func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, unstarted map[string]string, force bool) (res DeleteInstanceResult, again bool, wait func(context.Context) error, err error) {
 	const op = "delete_instances_atomic"
 	if len(ids) == 0 {
 		return res, false, nil, nil
@@ -466,6 +480,12 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 					"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", c.f.Instance, id)
 			}
 		}
+	}
+
+	if changed, err := p.unstartedChildren(keyOf, files, unstarted); err != nil {
+		return res, false, nil, Retryablef(op, err, "%v", err)
+	} else if changed {
+		return res, true, nil, nil
 	}
 
 	// Counts and the messages to delete: each member's, found by its route.
@@ -563,6 +583,89 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, force bool)
 	}
 	p.notify(wakeAll)
 	return res, false, nil, nil
+}
+
+// unstartedChildren brings unstarted (child id -> the member that
+// scheduled it) up to date with the members' histories, read under their
+// flocks (files are their instance files, read under them too), and
+// reports whether it changed.
+//
+// A sub-orchestration has no instance record, and so no entry in its
+// parent's children index, until its own first ack: before that it is a
+// start message in the orchestrator queue, or a first turn some process
+// holds. Deleting the tree without it would leave the start queued, and
+// the child would run - activities and all - after its parent was deleted,
+// an orphan that DeleteInstance refuses to delete on its own (it names a
+// parent). So a deletion takes every child its members scheduled
+// (SubOrchestrationScheduled) that is not a member and has no record yet,
+// or has one naming that member: its queued messages are deleted and its
+// lease reclaimed like any member's, so a first turn in flight cannot ack.
+// Its flock is held from before the deletion's commit, so no first ack of
+// it commits in between: one that committed before is seen here (its record
+// names the member) and the child is deleted as any child. An unstarted
+// child that meanwhile got a record naming another parent, or none, is
+// somebody else's instance of that id and leaves the set.
+//
+// Only members whose instance file counts sub-orchestrations
+// (SubOrchestrations) are read; a history that cannot be read whole is
+// skipped with a warning (the deletion must still be possible).
+func (p *FSProvider) unstartedChildren(keyOf map[string]string, files map[string]*instanceFile, unstarted map[string]string) (changed bool, err error) {
+	for id, parent := range unstarted {
+		if f := files[instanceKey(id)]; f != nil && f.Record != nil && (f.Record.ParentInstanceID == nil || *f.Record.ParentInstanceID != parent) {
+			delete(unstarted, id)
+			changed = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(files)) {
+		f := files[k]
+		if f.SubOrchestrations == 0 {
+			continue
+		}
+		for _, exec := range f.Executions {
+			events, herr, err := p.loadHistory(k, exec, true)
+			if err != nil {
+				return false, err
+			}
+			if herr != nil {
+				p.log.Warn("durofs: deletion cannot read a history for the sub-orchestrations it scheduled", "instance", keyOf[k], "execution", exec, "err", herr)
+				continue
+			}
+			for _, ev := range events {
+				s, ok := ev.Kind.(SubOrchestrationScheduled)
+				if !ok || s.Instance == "" {
+					continue
+				}
+				if _, member := keyOf[instanceKey(s.Instance)]; member {
+					continue
+				}
+				if _, known := unstarted[s.Instance]; known {
+					continue
+				}
+				cf, err := p.readInstanceFile(instanceKey(s.Instance))
+				if err != nil && !errors.Is(err, ErrCorrupt) {
+					return false, err
+				}
+				if cf != nil && cf.Record != nil && (cf.Record.ParentInstanceID == nil || *cf.Record.ParentInstanceID != keyOf[k]) {
+					continue // another instance of that id
+				}
+				unstarted[s.Instance] = keyOf[k]
+				changed = true
+			}
+		}
+	}
+	return changed, nil
+}
+
+// countSubOrchestrations counts the SubOrchestrationScheduled events of
+// events (instanceFile.SubOrchestrations).
+func countSubOrchestrations(events []Event) uint64 {
+	var n uint64
+	for _, ev := range events {
+		if _, ok := ev.Kind.(SubOrchestrationScheduled); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // instDirExists reports whether the instance directory of key exists.

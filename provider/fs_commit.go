@@ -249,6 +249,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	}
 	seen := map[uint64]bool{}
 	var lastCustom *CustomStatusUpdated
+	var subs uint64
 	for _, ev := range delta {
 		if ev.EventID == 0 {
 			return nil, nil, Permanentf(op, ErrInvalidEvent, "event_id must be set by runtime")
@@ -263,9 +264,11 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		}
 		rec.History = append(rec.History, compactJSON(raw))
 		rec.HistoryIDs = append(rec.HistoryIDs, ev.EventID)
-		if cs, ok := ev.Kind.(CustomStatusUpdated); ok {
-			c := cs
-			lastCustom = &c
+		switch k := ev.Kind.(type) {
+		case CustomStatusUpdated:
+			lastCustom = &k
+		case SubOrchestrationScheduled:
+			subs++
 		}
 	}
 
@@ -342,6 +345,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 		nf.TotalEvents = total
 	}
 	nf.TotalEvents += uint64(len(delta))
+	nf.SubOrchestrations += subs
 	if executionID == nf.CurrentExecutionID {
 		nf.Status, nf.CompletedAtMs = ne.Status, ne.CompletedAtMs
 	} else if cf, err := p.readExecutionFile(key, nf.CurrentExecutionID); err == nil && cf != nil {

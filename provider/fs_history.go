@@ -143,6 +143,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	if inf != nil {
 		nf := *inf
 		nf.TotalEvents += uint64(len(events))
+		nf.SubOrchestrations += countSubOrchestrations(events)
 		rec.InstanceFile = &nf
 	}
 	if ef, err := p.readExecutionFile(key, executionID); err == nil && ef != nil {

@@ -75,6 +75,13 @@ type instanceFile struct {
 	TotalEvents   uint64   `json:"total_events"`    // history records over all executions
 	Status        string   `json:"status"`          // current execution's status
 	CompletedAtMs *int64   `json:"completed_at_ms"` // current execution's completed_at
+	// SubOrchestrations counts the SubOrchestrationScheduled events ever
+	// committed to its histories (a prune does not lower it). A deletion
+	// reads the histories of an instance for the children it scheduled
+	// that have not started yet (unstartedChildren, fs_admin.go) only when
+	// it is not 0. Files written before it was kept say 0; fsck --repair
+	// counts them.
+	SubOrchestrations uint64 `json:"sub_orchestrations,omitempty"`
 }
 
 // instanceRecord is the instance record (name, version, parent, custom status).

@@ -1018,6 +1018,17 @@ func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec
 		want.TotalEvents = total
 		diffs = append(diffs, fmt.Sprintf("total_events is %d but the executions hold (or committed) %d records", inf.TotalEvents, total))
 	}
+	// sub_orchestrations counts what was ever scheduled (a prune does not
+	// lower it): only fewer than the histories hold is wrong, and then a
+	// deletion would miss the children not started yet.
+	var subs uint64
+	for _, e := range execs {
+		subs += countSubOrchestrations(e.events)
+	}
+	if inf.SubOrchestrations < subs {
+		want.SubOrchestrations = subs
+		diffs = append(diffs, fmt.Sprintf("sub_orchestrations is %d but the histories schedule %d (a deletion would miss children not started yet)", inf.SubOrchestrations, subs))
+	}
 	if cur := byID[want.CurrentExecutionID]; cur != nil && cur.state != nil {
 		if inf.Status != cur.state.Status {
 			want.Status = cur.state.Status
@@ -1160,6 +1171,8 @@ func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint
 				}
 			case CustomStatusUpdated:
 				custom, customN = k.Status, customN+1
+			case SubOrchestrationScheduled:
+				nf.SubOrchestrations++
 			}
 		}
 		nf.CurrentExecutionID = max(nf.CurrentExecutionID, e.id)

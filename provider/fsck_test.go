@@ -211,6 +211,27 @@ func TestFsckKinds(t *testing.T) {
 			},
 		},
 		{
+			name: "sub-orchestrations not counted (an instance.json written before the count was kept)",
+			damage: func(t *testing.T, p *FSProvider, dir string) {
+				scheduleChildren(t, p, "r", 1, "Running")
+				f, err := p.readInstanceFile("r")
+				mustNoErr(t, err)
+				f.SubOrchestrations = 0
+				data, err := json.Marshal(f)
+				mustNoErr(t, err)
+				mustNoErr(t, os.WriteFile(p.instFilePath("r"), data, 0o600))
+			},
+			kind: FsckCounterDrift, path: "instances/r/instance.json", severity: SeverityError, repairable: true,
+			check: func(t *testing.T, p *FSProvider) {
+				ctx := context.Background()
+				_, err := p.DeleteInstance(ctx, "r", true)
+				mustNoErr(t, err)
+				if it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil); err != nil || it != nil {
+					t.Errorf("after the repair the deletion left the child's start: fetch %+v, %v", it, err)
+				}
+			},
+		},
+		{
 			name: "unparseable instance.json of a hashed key",
 			damage: func(t *testing.T, p *FSProvider, dir string) {
 				completeForFsck(t, p, longID)

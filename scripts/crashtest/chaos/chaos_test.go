@@ -65,7 +65,7 @@ func runForTest(t *testing.T, cfg config) *result {
 
 // TestChaos is a short version of `make crashtest`: ≥ 15 s and ≥ 30
 // SIGKILLs of 3 durable workers while the driver deletes a quarter of the
-// chain, fan-out and cancel instances, then drain, recovery and the
+// chain, fan-out, cancel and sub instances, then drain, recovery and the
 // invariant check, which must find no violation.
 func TestChaos(t *testing.T) {
 	if testing.Short() {

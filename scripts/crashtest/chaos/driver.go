@@ -35,7 +35,7 @@ type driver struct {
 	seed     int64
 	batch    int
 	target   int
-	// deletes is the fraction of chain, fan-out and cancel instances
+	// deletes is the fraction of chain, fan-out, cancel and sub instances
 	// deleted once started.
 	deletes float64
 
@@ -146,17 +146,18 @@ func (d *driver) poll(ctx context.Context) error {
 }
 
 // toDelete reports whether s is one of the instances to delete (a chain,
-// fan-out or cancel - no sub-orchestration, no event to raise - picked by
-// a hash of its id and the seed) not yet deleted, and not given up on after
-// three failed attempts (it then runs to its end, and is checked in full if
-// none of them took effect). Half of them (late) are deleted once they
-// finished, the others as soon as they started.
+// fan-out, cancel or sub - a tree, its child perhaps not started yet; no
+// event to raise - picked by a hash of its id and the seed) not yet
+// deleted, and not given up on after three failed attempts (it then runs to
+// its end, and is checked in full if none of them took effect). Half of
+// them (late) are deleted once they finished, the others as soon as they
+// started.
 func (d *driver) toDelete(s workload.Spec) (del, late bool) {
 	if d.deletes <= 0 || d.adm == nil {
 		return false, false
 	}
 	switch s.Kind {
-	case workload.KindChain, workload.KindFanOut, workload.KindCancel:
+	case workload.KindChain, workload.KindFanOut, workload.KindCancel, workload.KindSub:
 	default:
 		return false, false
 	}

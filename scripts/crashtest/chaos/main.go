@@ -195,7 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (config, int) {
 	fs.DurationVar(&cfg.stopGapMax, "stop-gap-max", cfg.stopGapMax, "stall mode: maximum time the stopped worker runs between two stops")
 	fs.DurationVar(&cfg.stallMargin, "stall-margin", cfg.stallMargin, "stall mode: how much longer than the lock timeout an ack of the other workers may take, beyond its wait for the log's group fdatasync (their own work under load: lock polling, CPU contention)")
 	fs.Float64Var(&cfg.stopAtFailpoint, "stop-at-failpoints", 0, "stall mode: the fraction of stops made at the stopped worker's next failpoint (inside its acks and commits, holding their locks) rather than at a random moment; needs a build with -tags crashtest, on Linux")
-	fs.Float64Var(&cfg.deletes, "deletes", 0, "the fraction of chain, fan-out and cancel instances the driver deletes once started: forced while running (its activities held by workers being killed), plain once finished; each must leave nothing behind")
+	fs.Float64Var(&cfg.deletes, "deletes", 0, "the fraction of chain, fan-out, cancel and sub instances the driver deletes once started: forced while running (its activities held by workers being killed, a sub's child perhaps not started yet), plain once finished; each must leave nothing behind, children included")
 	fs.BoolVar(&cfg.verbose, "v", false, "log every kill and restart")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: chaos [flags]

@@ -118,6 +118,11 @@ func (c *checker) resolveDeletions() {
 		}
 	}
 	for _, key := range c.st.keys {
+		if in := c.st.instances[key]; !c.gone[in.id] && c.isGone(in.id) {
+			c.r.add(5, in.id, "a sub-orchestration of a deleted instance, but its directory instances/%s remains (%d executions)", in.key, len(in.execs))
+		}
+	}
+	for _, key := range c.st.keys {
 		if _, err := os.Lstat(filepath.Join(c.st.dir, "instances", key, "deleting")); err == nil {
 			c.r.add(5, c.st.instances[key].id, "deletion marker instances/%s/deleting left behind", key)
 		}
@@ -125,16 +130,32 @@ func (c *checker) resolveDeletions() {
 	if len(c.gone) == 0 {
 		return
 	}
-	c.in.Specs = slices.DeleteFunc(slices.Clone(c.in.Specs), func(s workload.Spec) bool { return c.gone[s.Instance] })
+	c.in.Specs = slices.DeleteFunc(slices.Clone(c.in.Specs), func(s workload.Spec) bool { return c.isGone(s.Instance) })
 	if o := c.in.Oracle; o != nil {
 		kept := *o
 		kept.Acks = slices.DeleteFunc(slices.Clone(o.Acks), func(a oracle.Ack) bool {
-			if c.gone[a.Instance] && a.Outcome == oracle.OutcomeOK {
+			if c.isGone(a.Instance) && a.Outcome == oracle.OutcomeOK {
 				c.r.Figures.AcksOfDeleted++
 			}
-			return c.gone[a.Instance]
+			return c.isGone(a.Instance)
 		})
 		c.in.Oracle = &kept
+	}
+}
+
+// isGone reports whether instance id was deleted, or is a sub-orchestration
+// of one that was (the workload names a child parent::sub::<event id>): a
+// deletion takes the whole tree, children that had not started included.
+func (c *checker) isGone(id string) bool {
+	for {
+		if c.gone[id] {
+			return true
+		}
+		i := strings.LastIndex(id, "::sub::")
+		if i < 0 {
+			return false
+		}
+		id = id[:i]
 	}
 }
 
@@ -454,7 +475,7 @@ func (c *checker) orchMessage(rel, path string) {
 		c.r.add(5, rel, "message never consumed (undecodable payload: %v)", err)
 		return
 	}
-	if target := provider.TargetInstance(item); c.gone[target] {
+	if target := provider.TargetInstance(item); c.isGone(target) {
 		c.r.add(5, rel, "message for deleted instance %s left behind: %s", target, item.Kind())
 		return
 	}

@@ -612,24 +612,30 @@ func TestEmptyStagedFileBesideALiveProcess(t *testing.T) {
 // removed and did not is a violation of invariant 5.
 func TestDeletions(t *testing.T) {
 	f := healthy(t)
-	var victim string // a chain: acks, activities, no sub-orchestration
+	var victim, parent string // a chain (no sub-orchestration), and a sub (one child)
 	for _, s := range f.specs {
-		if s.Kind == workload.KindChain {
+		switch {
+		case s.Kind == workload.KindChain && victim == "":
 			victim = s.Instance
-			break
+		case s.Kind == workload.KindSub && parent == "":
+			parent = s.Instance
 		}
 	}
-	deleteIt := func(t *testing.T, dir string) {
-		t.Helper()
-		p, err := provider.Open(dir, provider.Options{SweepInterval: -1, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		if _, err := p.DeleteInstance(context.Background(), victim, false); err != nil {
-			t.Fatal(err)
+	child := parent + "::sub::2"
+	deleteID := func(id string) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			t.Helper()
+			p, err := provider.Open(dir, provider.Options{SweepInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.DeleteInstance(context.Background(), id, false); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	deleteIt := deleteID(victim)
 	for _, c := range []struct {
 		name           string
 		damage         func(t *testing.T, dir string)
@@ -647,6 +653,16 @@ func TestDeletions(t *testing.T) {
 			deleteIt(t, dir)
 			writeStart(t, dir, victim)
 		}, []string{victim}, nil, []int{5}, 1},
+		{"a tree deleted, reported", deleteID(parent), []string{parent}, nil, nil, 1},
+		{"a tree reported deleted, its child's directory remains", func(t *testing.T, dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, "instances", names.Encode(parent))); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{parent}, nil, []int{2, 5}, 1}, // the child's events are phantoms (2), as above
+		{"a tree deleted, a message for its child left behind", func(t *testing.T, dir string) {
+			deleteID(parent)(t, dir)
+			writeStart(t, dir, child)
+		}, []string{parent}, nil, []int{5}, 1},
 		{"a deletion marker left behind", func(t *testing.T, dir string) {
 			if err := os.WriteFile(filepath.Join(dir, "instances", names.Encode(victim), "deleting"), nil, 0o644); err != nil {
 				t.Fatal(err)
