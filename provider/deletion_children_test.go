@@ -84,6 +84,17 @@ func TestDeletionTakesUnstartedChildren(t *testing.T) {
 			}
 			return append(append(a, b...), "r", "s"), nil
 		}},
+		{"child's first ack between the tree walk and the locks: walked again", func(t *testing.T, e env) ([]string, []string) {
+			kids := scheduleChildren(t, e.p, "r", 1, "Running")
+			testHookTreeWalked = func() {
+				testHookTreeWalked = nil
+				startChild(t, e.q, kids[0], "r", 0)
+			}
+			t.Cleanup(func() { testHookTreeWalked = nil })
+			_, err := e.p.DeleteInstance(ctx, "r", true)
+			mustNoErr(t, err)
+			return append(kids, "r"), nil
+		}},
 		{"the id is another root's now: kept", func(t *testing.T, e env) ([]string, []string) {
 			kids := scheduleChildren(t, e.p, "r", 1, "Running")
 			// Its first ack names no parent (as contract test 4's does):

@@ -333,7 +333,10 @@ func (p *FSProvider) GetInstanceTree(ctx context.Context, instance string) (Inst
 	return InstanceTree{RootID: instance, AllIDs: ids}, nil
 }
 
-// DeleteInstance implements Admin: a root instance and its whole tree.
+// DeleteInstance implements Admin: a root instance and its whole tree. A
+// child that had its first ack after the tree was walked (which the
+// reference reports as an orphan error) makes it walk the tree again, up to
+// maxTreeWalks times.
 func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force bool) (DeleteInstanceResult, error) {
 	const op = "delete_instance"
 	if err := checkInstanceIDs(op, instance); err != nil {
@@ -347,12 +350,34 @@ func (p *FSProvider) DeleteInstance(ctx context.Context, instance string, force 
 		return DeleteInstanceResult{}, Permanentf(op, ErrNotAllowed,
 			"Cannot delete sub-orchestration %s directly (its parent is %s). Delete root instance instead.", instance, parent)
 	}
-	tree, err := p.GetInstanceTree(ctx, instance)
-	if err != nil {
-		return DeleteInstanceResult{}, err
+	for try := 1; ; try++ {
+		tree, err := p.GetInstanceTree(ctx, instance)
+		if err != nil {
+			return DeleteInstanceResult{}, err
+		}
+		if testHookTreeWalked != nil {
+			testHookTreeWalked()
+		}
+		res, err := p.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
+		if errors.Is(err, errChildOutsideSet) && try < maxTreeWalks {
+			// A child had its first ack after the walk (and before the
+			// deletion took its flock: its unstarted start would have been
+			// taken with its parent, unstartedChildren). The tree is ours
+			// to delete: walk it again.
+			continue
+		}
+		return res, err
 	}
-	return p.DeleteInstancesAtomic(ctx, tree.AllIDs, force)
 }
+
+// maxTreeWalks bounds how often DeleteInstance walks the tree again because
+// a child started meanwhile; then the orphan error is returned, as the
+// reference returns it at once.
+const maxTreeWalks = 5
+
+// errChildOutsideSet is the kind of DeleteInstancesAtomic's error for a
+// child of a member that is not a member (ErrNotAllowed).
+var errChildOutsideSet = fmt.Errorf("%w: a child is not in the deleted set", ErrNotAllowed)
 
 // DeleteInstancesAtomic implements Admin: all of ids, or nothing. It holds
 // the instances' flocks from before its commit through its apply, and
@@ -476,7 +501,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, unstarted m
 		}
 		for _, c := range kids {
 			if _, inSet := guards[c.key]; !inSet {
-				return res, false, nil, Permanentf(op, ErrNotAllowed,
+				return res, false, nil, Permanentf(op, errChildOutsideSet,
 					"child instance %s of %s was created after tree traversal; deleting would orphan it (delete the whole tree)", c.f.Instance, id)
 			}
 		}
@@ -622,7 +647,9 @@ func (p *FSProvider) unstartedChildren(keyOf map[string]string, files map[string
 			continue
 		}
 		for _, exec := range f.Executions {
-			events, herr, err := p.loadHistory(k, exec, true)
+			// Read whole, not through the history cache: an entry for an
+			// instance being deleted would only push out live ones.
+			events, herr, err := p.loadHistory(k, exec, false)
 			if err != nil {
 				return false, err
 			}

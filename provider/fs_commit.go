@@ -97,6 +97,10 @@ func afterCommitPoint(kind string) {
 // a test applies a work ack there.
 var testHookDeletionListed func(queue string)
 
+// testHookTreeWalked, when set (by tests only), runs when DeleteInstance
+// has walked the tree, before it locks anything: a test starts a child there.
+var testHookTreeWalked func()
+
 // testHookBeforeCommit, when set (by tests only), runs when a work ack has
 // checked its item, under the item's claim lock, right before it marks the
 // claim and appends its record: tests hold an ack there.
