@@ -144,19 +144,10 @@ func scheduleChildren(t *testing.T, p *FSProvider, parent string, n int, status 
 	ctx := context.Background()
 	mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(parent), 0))
 	it := fetchT(t, p, parent)
-	events, items, kids := []Event{started(parent)}, []WorkItem(nil), []string(nil)
-	for i := range n {
-		id := uint64(i + 2)
-		kid := fmt.Sprintf("%s::sub::%d", parent, id)
-		events = append(events, Event{EventID: id, InstanceID: parent, ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
-			Kind: SubOrchestrationScheduled{Name: "TestOrch", Instance: kid, Input: "{}"}})
-		v, par, pid := "1.0.0", parent, id
-		items = append(items, StartOrchestration{Instance: kid, Orchestration: "TestOrch", Input: "{}", Version: &v, ParentInstance: &par, ParentID: &pid, ExecutionID: 1})
-		kids = append(kids, kid)
-	}
+	events, items, kids := subOrchestrations(parent, n)
 	m := md("TestOrch", "1.0.0")
 	m.Status = &status
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, events, nil, items, m, nil))
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, append([]Event{started(parent)}, events...), nil, items, m, nil))
 	return kids
 }
 
@@ -164,20 +155,25 @@ func scheduleChildren(t *testing.T, p *FSProvider, parent string, n int, status 
 // schedules n children of its own; it returns their ids.
 func startChild(t *testing.T, p *FSProvider, child, parent string, n int) []string {
 	t.Helper()
-	ctx := context.Background()
 	it := fetchT(t, p, child)
-	events, items, kids := []Event{childStarted(child, parent)}, []WorkItem(nil), []string(nil)
+	events, items, kids := subOrchestrations(child, n)
+	mustNoErr(t, p.AckOrchestrationItem(context.Background(), it.LockToken, 1, append([]Event{childStarted(child, parent)}, events...), nil, items, childMD(parent), nil))
+	return kids
+}
+
+// subOrchestrations returns the events (ids 2...) and start messages of n
+// sub-orchestrations scheduled by instance, and the children's ids.
+func subOrchestrations(instance string, n int) (events []Event, starts []WorkItem, kids []string) {
 	for i := range n {
 		id := uint64(i + 2)
-		kid := fmt.Sprintf("%s::sub::%d", child, id)
-		events = append(events, Event{EventID: id, InstanceID: child, ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
+		kid := fmt.Sprintf("%s::sub::%d", instance, id)
+		events = append(events, Event{EventID: id, InstanceID: instance, ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
 			Kind: SubOrchestrationScheduled{Name: "TestOrch", Instance: kid, Input: "{}"}})
-		v, par, pid := "1.0.0", child, id
-		items = append(items, StartOrchestration{Instance: kid, Orchestration: "TestOrch", Input: "{}", Version: &v, ParentInstance: &par, ParentID: &pid, ExecutionID: 1})
+		v, par, pid := "1.0.0", instance, id
+		starts = append(starts, StartOrchestration{Instance: kid, Orchestration: "TestOrch", Input: "{}", Version: &v, ParentInstance: &par, ParentID: &pid, ExecutionID: 1})
 		kids = append(kids, kid)
 	}
-	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, events, nil, items, childMD(parent), nil))
-	return kids
+	return events, starts, kids
 }
 
 // childStarted is a child's OrchestrationStarted naming its parent.
