@@ -298,3 +298,32 @@ func TestDeletionOfUnstartedChildAcrossPowerLoss(t *testing.T) {
 	}
 	t.Logf("%d sync points × 2 crash models: %d images before the parent's ack, %d with the deletion, %d with the parent and its child's start", total, before, gone, kept)
 }
+
+// TestUnstartedChildWithAnotherParentLeavesTheSet: a child taken into a
+// deletion as unstarted that has, by the time the deletion holds its flock,
+// a record naming another parent (or none) is somebody else's instance of
+// that id: the try changes nothing, drops it and goes again, and the
+// deletion then leaves it alone.
+func TestUnstartedChildWithAnotherParentLeavesTheSet(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	kids := scheduleChildren(t, p, "r", 1, "Running")
+	it := fetchT(t, p, kids[0])
+	mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started(kids[0])}, nil, nil, md("TestOrch", "1.0.0"), nil))
+
+	// As if the child had no record when a previous try took it in.
+	unstarted := map[string]string{kids[0]: "r"}
+	_, again, wait, err := p.deleteAtomic(ctx, []string{"r", kids[0]}, unstarted, true)
+	mustNoErr(t, err)
+	if !again || wait != nil || len(unstarted) != 0 {
+		t.Fatalf("again %v, wait %v, unstarted %v: want another try without %s", again, wait != nil, unstarted, kids[0])
+	}
+	if _, err := p.GetInstanceInfo(ctx, kids[0]); err != nil {
+		t.Fatalf("%s deleted by the try: %v", kids[0], err)
+	}
+	_, err = p.DeleteInstancesAtomic(ctx, []string{"r"}, true)
+	mustNoErr(t, err)
+	if _, err := p.GetInstanceInfo(ctx, kids[0]); err != nil {
+		t.Fatalf("%s, another instance now, was deleted with r: %v", kids[0], err)
+	}
+}
