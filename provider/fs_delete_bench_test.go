@@ -12,7 +12,8 @@ import (
 )
 
 // BenchmarkDeleteInstance measures DeleteInstance of one root instance with
-// two sub-orchestrations (three instances, one tree) among n other
+// two sub-orchestrations (three instances, one tree; the root's history
+// schedules both, so the deletion reads it: unstartedChildren) among n other
 // (completed, unrelated) instances on disk: what a deletion and its tree
 // query cost as the directory grows. n is 1,000 unless
 // DUROFS_BENCH_DELETE_AMONG sets it (BENCHMARKS.md reports 100,000):
@@ -48,7 +49,7 @@ func BenchmarkDeleteInstance(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		root := fmt.Sprintf("root-%d", i)
-		benchComplete(b, p, root, nil)
+		benchComplete(b, p, root, nil, root+"::c1", root+"::c2")
 		benchComplete(b, p, root+"::c1", &root)
 		benchComplete(b, p, root+"::c2", &root)
 		b.StartTimer()
@@ -62,8 +63,9 @@ func BenchmarkDeleteInstance(b *testing.B) {
 }
 
 // benchComplete creates a completed instance through the API, a child of
-// parent if parent is set.
-func benchComplete(tb testing.TB, p *FSProvider, inst string, parent *string) {
+// parent if parent is set, whose history schedules and completes kids as
+// sub-orchestrations.
+func benchComplete(tb testing.TB, p *FSProvider, inst string, parent *string, kids ...string) {
 	tb.Helper()
 	ctx := context.Background()
 	v := "1.0.0"
@@ -78,8 +80,16 @@ func benchComplete(tb testing.TB, p *FSProvider, inst string, parent *string) {
 	m := md("TestOrch", "1.0.0")
 	m.Status, m.Output, m.ParentInstanceID = &st, &out, parent
 	s := started(inst)
-	done := Event{EventID: 2, InstanceID: inst, ExecutionID: 1, TimestampMs: s.TimestampMs, DuroxideVersion: "0.1.26", Kind: OrchestrationCompleted{Output: out}}
-	if err := p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{s, done}, nil, nil, m, nil); err != nil {
+	events := []Event{s}
+	ev := func(k EventKind) {
+		events = append(events, Event{EventID: uint64(len(events) + 1), InstanceID: inst, ExecutionID: 1, TimestampMs: s.TimestampMs, DuroxideVersion: "0.1.26", Kind: k})
+	}
+	for _, kid := range kids {
+		ev(SubOrchestrationScheduled{Name: "TestOrch", Instance: kid, Input: "{}"})
+		ev(SubOrchestrationCompleted{Result: `"ok"`})
+	}
+	ev(OrchestrationCompleted{Output: out})
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, 1, events, nil, nil, m, nil); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -345,7 +345,20 @@ func (p *FSProvider) fetchBusy(ctx context.Context, m queued, wait, lockTimeout 
 		testHookBusyWait(key)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
-	g, err := p.lockInstance(wctx, key)
+	g, _, err := p.lockExisting(wctx, key, true)
+	if errors.Is(err, lease.ErrGone) {
+		// As in the pass, only a start creates the directory: the holder
+		// waited for may have been a deletion, which reclaimed it. (A
+		// creating lock here made one for every stale message of a
+		// deleted instance, and a kill -9 before the fetch took it away
+		// again left it behind: TestFetchBusyCreatesNoDirectoryForADeletedInstance.)
+		start, perr := p.mayStart(key)
+		if perr != nil || !start {
+			cancel()
+			return nil, nil
+		}
+		g, err = p.lockInstance(wctx, key)
+	}
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
