@@ -665,11 +665,11 @@ func (p *FSProvider) unstartedChildren(keyOf map[string]string, files map[string
 				if _, member := keyOf[instanceKey(s.Instance)]; member {
 					continue
 				}
-				if _, known := unstarted[s.Instance]; known {
-					continue
-				}
 				cf, err := p.readInstanceFile(instanceKey(s.Instance))
-				if err != nil && !errors.Is(err, ErrCorrupt) {
+				if errors.Is(err, ErrCorrupt) {
+					continue // not read, as the children index's readers skip it (fsck reports it)
+				}
+				if err != nil {
 					return false, err
 				}
 				if cf != nil && cf.Record != nil && (cf.Record.ParentInstanceID == nil || *cf.Record.ParentInstanceID != keyOf[k]) {
