@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -94,6 +95,14 @@ func TestDeletionTakesUnstartedChildren(t *testing.T) {
 			_, err := e.p.DeleteInstance(ctx, "r", true)
 			mustNoErr(t, err)
 			return append(kids, "r"), nil
+		}},
+		{"a started child whose instance.json does not decode: the rest is deleted", func(t *testing.T, e env) ([]string, []string) {
+			kids := scheduleChildren(t, e.p, "r", 1, "Running")
+			startChild(t, e.q, kids[0], "r", 0)
+			mustNoErr(t, os.WriteFile(e.p.instFilePath(instanceKey(kids[0])), []byte("{"), 0o600))
+			_, err := e.p.DeleteInstance(ctx, "r", true)
+			mustNoErr(t, err)
+			return []string{"r"}, nil
 		}},
 		{"the id is another root's now: kept", func(t *testing.T, e env) ([]string, []string) {
 			kids := scheduleChildren(t, e.p, "r", 1, "Running")
