@@ -224,16 +224,9 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		if p.peers.skip(key, orchQueueName, e.Name(), "", p.nowMs()) {
 			continue // another process's turn is in flight (fs_held.go)
 		}
-		// An instance without a directory is created only by a fetch of
-		// its start: messages that cannot start it (a completion that
-		// arrived after its instance was deleted) are looked at without
-		// creating a directory (and its fsync) on every pass.
-		g, ok, err := p.lockExisting(ctx, key, false)
-		if errors.Is(err, lease.ErrGone) {
-			if start, perr := p.mayStart(key); perr != nil || !start {
-				continue
-			}
-			g, ok, err = p.tryLockInstance(key)
+		g, ok, gone, err := p.lockToFetch(ctx, key, false)
+		if gone {
+			continue
 		}
 		if err != nil {
 			if unusableInstance(err) {
@@ -333,6 +326,33 @@ func (p *FSProvider) mayStart(key string) (bool, error) {
 // the flocks of instances that were busy when first tried.
 const busyWait = 20 * time.Millisecond
 
+// lockToFetch takes instance key's flock for a fetch, waiting for it with
+// wait (ok is false if it is held and wait is not set). An instance without
+// a directory is created only by a fetch of its start: gone is true (and
+// nothing is locked or created) when key has no directory and no start is
+// queued for it - messages that cannot start it, such as a completion that
+// arrived after its instance was deleted, are looked at without creating a
+// directory (and its fsync) on every pass. The same holds after a wait: the
+// holder waited for may have been the instance's deletion, and a directory
+// made again for its stale messages would stay behind if the fetch were
+// killed before it took it away
+// (TestFetchBusyCreatesNoDirectoryForADeletedInstance).
+func (p *FSProvider) lockToFetch(ctx context.Context, key string, wait bool) (g *lease.Guard, ok, gone bool, err error) {
+	g, ok, err = p.lockExisting(ctx, key, wait)
+	if !errors.Is(err, lease.ErrGone) {
+		return g, ok, false, err
+	}
+	if start, perr := p.mayStart(key); perr != nil || !start {
+		return nil, false, true, nil
+	}
+	if !wait {
+		g, ok, err = p.tryLockInstance(key)
+		return g, ok, false, err
+	}
+	g, err = p.lockInstance(ctx, key)
+	return g, err == nil, false, err
+}
+
 // testHookBusyWait, when set by a test, runs when a fetch starts waiting
 // for a busy instance's flock.
 var testHookBusyWait func(key string)
@@ -345,21 +365,11 @@ func (p *FSProvider) fetchBusy(ctx context.Context, m queued, wait, lockTimeout 
 		testHookBusyWait(key)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
-	g, _, err := p.lockExisting(wctx, key, true)
-	if errors.Is(err, lease.ErrGone) {
-		// As in the pass, only a start creates the directory: the holder
-		// waited for may have been a deletion, which reclaimed it. (A
-		// creating lock here made one for every stale message of a
-		// deleted instance, and a kill -9 before the fetch took it away
-		// again left it behind: TestFetchBusyCreatesNoDirectoryForADeletedInstance.)
-		start, perr := p.mayStart(key)
-		if perr != nil || !start {
-			cancel()
-			return nil, nil
-		}
-		g, err = p.lockInstance(wctx, key)
-	}
+	g, _, gone, err := p.lockToFetch(wctx, key, true)
 	cancel()
+	if gone {
+		return nil, nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, Retryablef(op, ctx.Err(), "%v", ctx.Err())
