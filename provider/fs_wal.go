@@ -736,7 +736,12 @@ func (p *FSProvider) checkpointOnce(ctx context.Context, sync, wait bool) error 
 		return err
 	}
 	defer u.Unlock()
-	if err := p.wal.Err(); err != nil {
+	// Another process's poisoning too, not only ours: a checkpoint whose
+	// file fsync failed marks the log before it lets the lock go, and the
+	// pages that fsync lost are marked clean, so this checkpoint's own
+	// fsyncs of the same files would succeed and move the checkpoint past
+	// records whose bytes never reached the disk.
+	if err := p.wal.CheckShared(); err != nil {
 		return err
 	}
 	// Holding the checkpoint lock, a checkpoint file's temporary is a dead
@@ -794,6 +799,11 @@ visit:
 		}
 	}
 	failpoint.Hit("checkpoint.before_set")
+	// And again after the fsyncs: a process that found a failed sync of
+	// its own meanwhile (a work file's, say) marked the log.
+	if err := p.wal.CheckShared(); err != nil {
+		return err
+	}
 	if err := p.wal.SetCheckpoint(end); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ const (
 	wDone   = 4 // counts finished syncs; waiters wait on it
 	wTail   = 5 // LSN: where the next frame goes; frames below it are reserved
 	wMode   = 6 // the syncing mode of the processes that have the log open (modeDurable, modeNoSync; 0: an older build)
+	wPoison = 7 // nonzero from a failed sync until a replay's ClearPoison: the poison mark that needs no free space
 	wSlot0  = 8 // wSlot0+i: process slot i's in-flight reservation start, or 0
 
 	// MaxProcesses is how many processes can have one log open at a time
@@ -124,11 +125,16 @@ const (
 )
 
 // reset sets up the page for a process that has the log alone: every word
-// zero, then the tail and the mode, then the magic that lets others use it.
+// zero but the poison word (cleared only by the replay it calls for), then
+// the tail and the mode, then the magic that lets others use it.
 func (g *group) reset(tail LSN, mode uint64) {
+	poisoned := g.live() && g.w.Load(wPoison) != 0
 	g.store(wMagic, 0)
 	for i := 1; i < groupWords; i++ {
 		g.store(i, 0)
+	}
+	if poisoned {
+		g.store(wPoison, 1)
 	}
 	g.store(wTail, uint64(tail))
 	g.store(wMode, mode)
@@ -302,8 +308,8 @@ func (l *Log) syncSegment(g *group, s *segment) error {
 	if err != nil {
 		return l.poison(fmt.Errorf("sync segment %d: %w", s.id, err))
 	}
-	if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
-		return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
+	if err := l.otherPoisoned(); err != nil {
+		return err
 	}
 	if mark != 0 {
 		g.raise(wSynced, uint64(mark))

@@ -146,11 +146,17 @@
 //
 // A failed sync is final (PostgreSQL's fsync lesson: Linux may mark the
 // pages clean without writing them, so a second fsync "succeeds"). The log
-// then refuses every Append and Sync with [ErrPoisoned], and writes the file
-// POISONED beside the segments; every process checks for it after each of
-// its own syncs and before acknowledging anything, so one process's failure
-// stops them all. Whoever recovers replays the log from the checkpoint by
-// rewriting every byte it describes, then calls [Log.ClearPoison].
+// then refuses every Append and Sync with [ErrPoisoned] and marks itself
+// poisoned twice: the shared page's poison word (which needs no free space
+// and which a lone opener's rebuild of the page keeps) and the file
+// POISONED beside the segments (for read-only openers, and the page's
+// loss); if the file cannot be written - a failing or full disk, the very
+// conditions of a failed sync - it removes the boot id instead, so that the
+// next process to open the log alone replays it. Every process checks the
+// marks after each of its own syncs and before acknowledging anything (and
+// a checkpoint before it moves), so one process's failure stops them all.
+// Whoever recovers replays the log from the checkpoint by rewriting every
+// byte it describes, then calls [Log.ClearPoison].
 //
 // # Checkpoints
 //
@@ -392,7 +398,7 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 		l.Close()
 		return nil, err
 	}
-	if _, err := fsys.Stat(filepath.Join(dir, poisonName)); err == nil {
+	if l.marked() {
 		l.err = fmt.Errorf("%w (marked by %s)", ErrPoisoned, poisonName)
 	}
 	l.checkBoot(opts.BootID)
@@ -960,8 +966,8 @@ func (l *Log) follow(s *segment, id uint32) error {
 		}
 		// The poison check after every sync of its own: what this sync made
 		// durable is acknowledged by Sync without another look.
-		if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
-			return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
+		if err := l.otherPoisoned(); err != nil {
+			return err
 		}
 		l.smu.Lock()
 		l.durable = max(l.durable, l.written)
@@ -1116,10 +1122,26 @@ func (l *Log) CheckShared() error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if _, err := l.fs.Stat(filepath.Join(l.dir, poisonName)); err == nil {
+	return l.otherPoisoned()
+}
+
+// otherPoisoned poisons this process's log, and returns ErrPoisoned, if
+// another process marked the log poisoned.
+func (l *Log) otherPoisoned() error {
+	if l.marked() {
 		return l.poison(fmt.Errorf("another process marked the log %s", poisonName))
 	}
 	return nil
+}
+
+// marked reports whether a process marked the log poisoned: the shared
+// page's poison word, or the file POISONED.
+func (l *Log) marked() bool {
+	if g := l.group; g != nil && g.live() && g.w.Load(wPoison) != 0 {
+		return true
+	}
+	_, err := l.fs.Stat(filepath.Join(l.dir, poisonName))
+	return err == nil
 }
 
 // Poison records a failed sync of state the log protects (the caller's
@@ -1138,9 +1160,27 @@ func (l *Log) poison(cause error) error {
 	l.smu.Unlock()
 	if first && !l.readOnly {
 		l.log.Error("durofs: write-ahead log poisoned; no commit is acknowledged until it is replayed", "dir", l.dir, "cause", cause)
+		// Two marks. The page's word needs no free space, and every live
+		// process sees it at its next check; it outlives their deaths (the
+		// page is a file) until a replay clears it. The file POISONED
+		// tells processes that do not map the page (OpenReadOnly) and
+		// survives the page's removal. If the file cannot be written (a
+		// failing or full disk: the very conditions of a failed sync), the
+		// boot id goes instead, so that the next process to open the log
+		// alone replays it even without the page.
+		if g := l.group; g != nil && g.live() {
+			g.store(wPoison, 1)
+		}
 		p := filepath.Join(l.dir, poisonName)
-		if werr := vfs.WriteFile(l.fs, p, []byte(cause.Error()+"\n")); werr == nil {
-			_ = l.fs.SyncDir(l.dir)
+		werr := vfs.WriteFile(l.fs, p, []byte(cause.Error()+"\n"))
+		if werr == nil {
+			werr = l.fs.SyncDir(l.dir)
+		}
+		if werr != nil {
+			l.log.Error("durofs: the poison mark is not written; removing the boot id so that the next process to open the log alone replays it", "dir", l.dir, "err", werr)
+			if rerr := l.fs.Remove(filepath.Join(l.dir, bootName)); rerr != nil && !vfs.IsNotExist(rerr) {
+				l.log.Error("durofs: remove the boot id", "dir", l.dir, "err", rerr)
+			}
 		}
 	}
 	return err
@@ -1154,6 +1194,9 @@ func (l *Log) ClearPoison() error {
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("wal: clear poison: %w", err)
+	}
+	if g := l.group; g != nil && g.live() {
+		g.store(wPoison, 0)
 	}
 	l.smu.Lock()
 	l.err = nil
