@@ -1,5 +1,11 @@
 package fsqueue
 
+import (
+	crand "crypto/rand"
+
+	"github.com/oklog/ulid/v2"
+)
+
 // SetBusyWaitHook sets the hook ClaimNext runs when it starts waiting for a
 // busy message; the returned func removes it.
 func SetBusyWaitHook(f func(name string)) (undo func()) {
@@ -15,4 +21,15 @@ const BusyWaitForTest = busyWait
 func SetClaimReadHook(f func(name string)) (undo func()) {
 	testHookClaimRead = f
 	return func() { testHookClaimRead = nil }
+}
+
+// AsAnotherProcess gives the process-wide name source a fresh state - new
+// monotonic entropy, no last time - as a process started now would have:
+// names made after it are ordered against earlier ones by clock ms only,
+// unless the queue has Options.Order.
+func AsAnotherProcess() {
+	nameGen.mu.Lock()
+	defer nameGen.mu.Unlock()
+	nameGen.lastMs = 0
+	nameGen.entropy = &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(crand.Reader, 0)}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -169,18 +170,26 @@ var nameGen = struct {
 
 // NewName returns a fresh name for a message visible at visibleAtMs whose
 // IndexAttr attribute has the value route ("" if the queue has no IndexAttr
-// or the message no such attribute). Its ULID's time is q's clock (or, if
-// any clock of this process has stepped back, the latest time used so far),
-// with crypto-random monotonic entropy shared by the whole process: names
-// are strictly increasing within a process; across processes they are
-// ordered by millisecond only. It returns "" only if the clock is beyond the
-// ULID time range (year 10889).
+// or the message no such attribute). With Options.Order, its ULID is made
+// from the shared order (see Order): names are strictly increasing across
+// the processes that share it. Otherwise its ULID's time is q's clock (or,
+// if any clock of this process has stepped back, the latest time used so
+// far), with crypto-random monotonic entropy shared by the whole process:
+// names are strictly increasing within a process; across processes they
+// are ordered by millisecond only. It returns "" only if the clock is
+// beyond the ULID time range (year 10889).
 //
 // A message must carry the name made for its own VisibleAtMs and attribute
 // (Enqueue, Stage and Encode check it, and make it when Message.Name is
 // empty).
 func (q *Queue) NewName(visibleAtMs int64, route string) string {
-	id, ok := newID(q.clock.Now())
+	var id ulid.ULID
+	var ok bool
+	if q.opts.Order != nil {
+		id, ok = orderedID(q.clock.Now(), q.opts.Order)
+	} else {
+		id, ok = newID(q.clock.Now())
+	}
 	if !ok {
 		return ""
 	}
@@ -207,6 +216,32 @@ func newID(now time.Time) (ulid.ULID, bool) {
 		ms++ // 2^80 names in one ms exhausted: move to the next ms
 	}
 	return ulid.ULID{}, false
+}
+
+// orderedID makes a ULID from order's value for the time now: the value's
+// ms as the ULID's time, its 16-bit sequence as the first two bytes of the
+// entropy, and 64 random bits after them (the value alone already makes the
+// ULID unique among the processes sharing order).
+func orderedID(now time.Time, order func(ms uint64) uint64) (ulid.ULID, bool) {
+	var ms uint64
+	if now.UnixMilli() > 0 {
+		ms = ulid.Timestamp(now)
+	}
+	if ms > ulid.MaxTime() {
+		return ulid.ULID{}, false
+	}
+	v := order(ms)
+	var id ulid.ULID
+	if err := id.SetTime(v >> 16); err != nil {
+		return ulid.ULID{}, false
+	}
+	var e [10]byte
+	binary.BigEndian.PutUint16(e[:2], uint16(v))
+	binary.BigEndian.PutUint64(e[2:], rand.Uint64())
+	if err := id.SetEntropy(e[:]); err != nil {
+		return ulid.ULID{}, false
+	}
+	return id, true
 }
 
 // routeValue is the value of m's IndexAttr attribute.

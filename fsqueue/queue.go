@@ -123,6 +123,18 @@ type Options struct {
 	// that read it, as without Notify. It is called with the queue's index
 	// lock held, so it must not call the Queue.
 	Notify func()
+	// Order, if set, is a clock shared by every process that names
+	// messages for the queue: Order(ms) returns a value larger than every
+	// value it returned before, in any of them, and at least ms<<16 (ms is
+	// the queue's clock; the low 16 bits are a sequence within the ms). A
+	// name's ULID then holds the value's ms as its time and its sequence as
+	// its first two bytes of entropy, so names are strictly increasing
+	// across those processes: a message named after another was named - an
+	// event raised after the instance's start was committed, say - sorts
+	// after it, even within one clock ms or across a clock step back.
+	// Without it, names are strictly increasing only within a process
+	// (NewName). The provider uses its write-ahead log's (wal.Log.Stamp).
+	Order func(ms uint64) uint64
 }
 
 // Queue is a message queue in one directory. It is safe for concurrent use

@@ -418,7 +418,17 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 // poll interval is the fallback where directories cannot be watched).
 func (p *FSProvider) queueOptions(w wake) fsqueue.Options {
 	return fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true,
-		Notify: func() { p.notifyQuiet(w) }}
+		Notify: func() { p.notifyQuiet(w) }, Order: p.nameOrder}
+}
+
+// nameOrder is the queues' shared naming clock (fsqueue.Options.Order): the
+// log's stamps, so that every process's message names are strictly
+// increasing in the order they were made. Nothing is named before openLog.
+func (p *FSProvider) nameOrder(ms uint64) uint64 {
+	if p.wal == nil {
+		return ms << 16
+	}
+	return p.wal.Stamp(ms)
 }
 
 // openQueues opens the orchestrator and worker queues.

@@ -1679,6 +1679,48 @@ type plKillFile struct {
 // Unwrap lets vfs.MapWords map the log's shared page through the wrapper.
 func (f *plKillFile) Unwrap() vfs.File { return f.File }
 
+// MapWords maps the shared page for the process: once it is killed, its
+// mapping reads zeros and changes nothing, like a closed one (a killed
+// process stores nothing more into the page: no mark, no poison word).
+func (f *plKillFile) MapWords(n int) (vfs.Words, error) {
+	if err := f.k.alive(); err != nil {
+		return nil, err
+	}
+	w, err := vfs.MapWords(f.File, n)
+	if err != nil {
+		return nil, err
+	}
+	return &plKillWords{Words: w, k: f.k}, nil
+}
+
+type plKillWords struct {
+	vfs.Words
+	k *plKillFS
+}
+
+func (w *plKillWords) Load(i int) uint64 {
+	if w.k.dead.Load() {
+		return 0
+	}
+	return w.Words.Load(i)
+}
+
+func (w *plKillWords) CompareAndSwap(i int, old, new uint64) bool {
+	return !w.k.dead.Load() && w.Words.CompareAndSwap(i, old, new)
+}
+
+func (w *plKillWords) Wait(i int, v uint64, d time.Duration) {
+	if !w.k.dead.Load() {
+		w.Words.Wait(i, v, d)
+	}
+}
+
+func (w *plKillWords) Wake(i int) {
+	if !w.k.dead.Load() {
+		w.Words.Wake(i)
+	}
+}
+
 func (f *plKillFile) Write(b []byte) (int, error) {
 	if err := f.k.mutate(); err != nil {
 		return 0, err

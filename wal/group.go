@@ -31,7 +31,8 @@ const (
 	// MaxProcesses is how many processes can have one log open at a time
 	// (one in-flight word each).
 	MaxProcesses = 64
-	groupWords   = wSlot0 + MaxProcesses
+	wStamp       = wSlot0 + MaxProcesses // the last value Stamp returned
+	groupWords   = wStamp + 1
 
 	groupMagic = 0x32304347_4f525544 // "DUROGC02"
 
@@ -125,17 +126,21 @@ const (
 )
 
 // reset sets up the page for a process that has the log alone: every word
-// zero but the poison word (cleared only by the replay it calls for), then
-// the tail and the mode, then the magic that lets others use it.
+// zero but the poison word (cleared only by the replay it calls for) and
+// the last stamp (so that stamps go on increasing across a restart even if
+// the clock stepped back), then the tail and the mode, then the magic that
+// lets others use it.
 func (g *group) reset(tail LSN, mode uint64) {
-	poisoned := g.live() && g.w.Load(wPoison) != 0
+	var poison, stamp uint64
+	if g.live() {
+		poison, stamp = g.w.Load(wPoison), g.w.Load(wStamp)
+	}
 	g.store(wMagic, 0)
 	for i := 1; i < groupWords; i++ {
 		g.store(i, 0)
 	}
-	if poisoned {
-		g.store(wPoison, 1)
-	}
+	g.store(wPoison, poison)
+	g.store(wStamp, stamp)
 	g.store(wTail, uint64(tail))
 	g.store(wMode, mode)
 	g.store(wMagic, groupMagic)

@@ -542,3 +542,45 @@ func TestGroupPageRemovedWhileRunning(t *testing.T) {
 		t.Fatal("a and b still share their page: a's frames, synced after b's, should be covered")
 	}
 }
+
+// TestStampSharedAcrossProcesses: Stamp is strictly increasing across the
+// processes that have the log open (two Logs on one directory), whatever
+// the ms they pass (equal, stepped back, ahead), at least ms<<16, and still
+// increasing for a process that opens the log alone after both closed, with
+// its clock stepped back (the page keeps the stamp word); after Close a
+// process's stamps go on from its own.
+func TestStampSharedAcrossProcesses(t *testing.T) {
+	fsys := newMem(t)
+	a, b := openT(t, fsys, 0), openT(t, fsys, 0)
+	const ms = 1_700_000_000_000
+	var last uint64
+	next := func(who string, l *Log, at uint64) {
+		t.Helper()
+		v := l.Stamp(at)
+		if v <= last || v < at<<16 {
+			t.Fatalf("%s Stamp(%d) = %#x after %#x: want above it and at least %#x", who, at, v, last, at<<16)
+		}
+		last = v
+	}
+	for i := range 100 {
+		at := uint64(ms)
+		switch {
+		case i%10 == 7:
+			at -= 5000 // a clock stepped back
+		case i%10 == 9:
+			at += uint64(i) // ahead
+		}
+		next("A", a, at)
+		next("B", b, at)
+		next("B", b, at)
+	}
+	a.Close()
+	b.Close()
+	c := openT(t, fsys, 0)
+	if !c.Alone() {
+		t.Fatal("C is not alone: the test does not test what it says")
+	}
+	next("C, alone after a restart", c, ms-60_000)
+	c.Close()
+	next("C after Close", c, ms-60_000)
+}

@@ -76,7 +76,8 @@
 // fdatasync(2) of a segment makes durable every byte written to it before
 // the call, by any process. The processes share that through dir/group, a
 // page of 64-bit words every process maps shared ([vfs.MapWords]) and nobody
-// ever syncs (it also holds the tail and the in-flight slots); every word is
+// ever syncs (it also holds the tail, the in-flight slots, the poison word,
+// and the stamp word of [Log.Stamp]); every word is
 // read and written with atomic loads and compare-and-swaps, and no lock is
 // taken:
 //
@@ -305,9 +306,10 @@ type Log struct {
 	syncing bool
 	err     error // sticky: ErrPoisoned (wrapping the cause)
 
-	group     *group       // the shared page (group.go); nil only in a read-only log
-	now       func() int64 // wall clock in ns (tests replace it)
-	syncNanos atomic.Int64 // mean fdatasync time (group.go)
+	group     *group        // the shared page (group.go); nil only in a read-only log
+	stamp     atomic.Uint64 // the last value Stamp returned here (its fallback without a live page)
+	now       func() int64  // wall clock in ns (tests replace it)
+	syncNanos atomic.Int64  // mean fdatasync time (group.go)
 
 	appends, syncs, covered, grows, growWaits atomic.Int64
 
@@ -1202,6 +1204,44 @@ func (l *Log) ClearPoison() error {
 	l.err = nil
 	l.smu.Unlock()
 	return nil
+}
+
+// Stamp returns a value larger than every value Stamp returned before, in
+// this process or any other that has the log open (or had it open since the
+// machine booted), and at least ms<<16: a clock in ms with 16 bits of
+// sequence, shared by the processes of the directory through the page's
+// stamp word (one compare-and-swap). It orders what they name by when they
+// named it, even within one millisecond and across clock steps back (the
+// queues' message names, fsqueue.Options.Order). After Close, or with no
+// page, it is this process's alone. ms must be below 2^48.
+func (l *Log) Stamp(ms uint64) uint64 {
+	if g := l.group; g != nil {
+		for g.live() {
+			old := g.w.Load(wStamp)
+			v := max(ms<<16, old+1)
+			if g.w.CompareAndSwap(wStamp, old, v) {
+				l.raiseStamp(v)
+				return v
+			}
+		}
+	}
+	for {
+		old := l.stamp.Load()
+		v := max(ms<<16, old+1)
+		if l.stamp.CompareAndSwap(old, v) {
+			return v
+		}
+	}
+}
+
+// raiseStamp raises this process's own stamp, the fallback of Stamp, to v.
+func (l *Log) raiseStamp(v uint64) {
+	for {
+		old := l.stamp.Load()
+		if v <= old || l.stamp.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // End returns an LSN that every frame appended later, by any process, is at

@@ -45,16 +45,27 @@ type Unwrapper interface {
 	Unwrap() File
 }
 
+// WordsMapper is implemented by File wrappers that map words themselves
+// ([MapWords] asks them before it unwraps them): a test's simulated process,
+// whose mapping must die with it, say.
+type WordsMapper interface {
+	// MapWords maps the file's first n words, as [MapWords].
+	MapWords(n int) (Words, error)
+}
+
 // MapWords maps the first n 64-bit words of f, which must be open for
 // reading and writing and at least 8n bytes long. It maps a file of [OS]
 // or [NoFollow] (mmap; Linux only) or of [MemFS] (in memory, with a power
 // loss's effect: the words are the file's unsynced data), through any
-// wrapper that implements [Unwrapper]; anything else is [ErrNoMap].
+// wrapper that implements [WordsMapper] or [Unwrapper]; anything else is
+// [ErrNoMap].
 func MapWords(f File, n int) (Words, error) {
 	for {
 		switch t := f.(type) {
 		case *memFile:
 			return t.mapWords(n)
+		case WordsMapper:
+			return t.MapWords(n)
 		case *os.File:
 			return mapOS(t, n)
 		case Unwrapper:
