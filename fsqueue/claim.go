@@ -88,6 +88,11 @@ type claimCache struct {
 	// never mutated (snapshots share it); with one it is kept under mu.
 	names   map[Entry]struct{}
 	entries lru[Entry, claimEntry] // bounded: claimCacheItems
+	// moved: the queue directory's watch reported it removed or replaced
+	// (refreshLocked): claims/ is now another directory than the one the
+	// watch follows, which reports nothing of it, so the watch is dropped
+	// at the next snapshot. Atomic: set holding the index lock only.
+	moved atomic.Bool
 }
 
 // errCorrupt marks a claim file that exists but cannot be parsed.
@@ -293,7 +298,7 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 		return nil, nil
 	case wait > 0 && lctx.Err() != nil && ctx.Err() == nil:
 		return nil, errBusy
-	case errors.Is(err, vfs.ErrSymlink):
+	case planted(err):
 		return nil, q.skipLinked(name, err)
 	default:
 		return nil, fmt.Errorf("fsqueue: claim %s: %w", name, err)
@@ -381,6 +386,10 @@ func (q *Queue) claimSnapshot() (claimSnap, error) {
 	c := &q.claims
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.moved.Swap(false) && c.watch != nil {
+		q.log.Warn("fsqueue: the queue directory was replaced; watching its claims anew", "dir", q.claimsDir)
+		q.dropClaimsWatchLocked()
+	}
 	if c.watch != nil && c.setValid {
 		events, overflow, err := c.watch.Drain()
 		if err == nil && !overflow {
@@ -582,7 +591,7 @@ func (q *Queue) readClaim(name string) (Claim, bool, error) {
 		if vfs.IsNotExist(err) {
 			return Claim{}, false, nil
 		}
-		if errors.Is(err, vfs.ErrSymlink) {
+		if planted(err) {
 			return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w (%w): %w", name, ErrCorrupt, errCorrupt, err)
 		}
 		return Claim{}, false, fmt.Errorf("fsqueue: read claim %s: %w", name, err)

@@ -212,7 +212,12 @@
 // which are applied to the index (cost proportional to the changes); the
 // directory is listed again only after a watch overflow, and watched and
 // listed anew once the watch reports it removed or moved away (replaced: the
-// old watch would never report on the new directory). Elsewhere, or
+// old watch would never report on the new directory; the watch of claims/,
+// which did not itself move, is dropped with it). A watch follows a
+// directory, not its path: replacing a directory above the queue's (its
+// parent, say, by mv root root.old; mv root.new root) under a running
+// process is not noticed, and is not supported - stop the processes first,
+// as the provider requires for its whole directory. Elsewhere, or
 // without a watch, the index is rebuilt when the directory's mtime changed
 // since the last listing, or the last listing was taken less than 50 ms
 // after that mtime (ext4 timestamps are coarse, so a file added in the same

@@ -741,7 +741,7 @@ func (q *Queue) readEntry(e Entry, name string) (Message, error) {
 		if vfs.IsNotExist(err) {
 			return Message{}, fmt.Errorf("fsqueue: get %s: %w: %w", name, ErrNotFound, err)
 		}
-		if errors.Is(err, vfs.ErrSymlink) {
+		if planted(err) {
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 			q.msgs.put(e, Message{Name: name}, err)
 		}
@@ -974,6 +974,10 @@ func (q *Queue) refreshLocked() (err error) {
 			// before it is listed.
 			q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
 			q.dropWatchLocked()
+			if errors.Is(err, vfs.ErrWatchGone) {
+				// So is claims/'s watch then, though it says nothing.
+				q.claims.moved.Store(true)
+			}
 		}
 		// Events were lost: whatever the listing finds may be new.
 		defer q.notifyLocked()

@@ -13,10 +13,25 @@ package fsqueue
 //     corrupt claim, which ClaimNext treats as no claim and replaces by
 //     rename (the link itself is replaced; its target is never written);
 //   - the queue directory itself or claims/: Open fails.
+//
+// A directory, FIFO or socket planted in place of a message or claim file is
+// handled the same way (vfs.ErrNotRegular): it does not block the open or
+// the read (O_NONBLOCK), and it is skipped like a link - a message that
+// cannot be read, a claim that counts as corrupt.
 
 import (
+	"errors"
 	"time"
+
+	"github.com/durofs/durofs/internal/vfs"
 )
+
+// planted reports whether err is a file system's refusal of something
+// planted where a file of the queue should be: a symbolic link, or not a
+// regular file.
+func planted(err error) bool {
+	return errors.Is(err, vfs.ErrSymlink) || errors.Is(err, vfs.ErrNotRegular)
+}
 
 // skipLinked logs, at most once a minute per queue, that a message was
 // skipped because its file is a symbolic link, and returns nil (the message

@@ -15,6 +15,14 @@ import (
 // follow one. Test it with errors.Is.
 var ErrSymlink = errors.New("symbolic link refused (durofs never follows symbolic links inside its directory)")
 
+// ErrNotRegular is wrapped by the error of a [NoFollow] file system's
+// ReadFile (Linux) that met a directory, FIFO, socket or device where it
+// reads a file. Such files are opened without blocking (O_NONBLOCK), so a
+// FIFO planted in place of a file neither blocks the open nor the read; a
+// lock taken on one (Lock, LockExisting) does not block either, and the
+// read that follows it fails. Test it with errors.Is.
+var ErrNotRegular = errors.New("not a regular file")
+
 // Perm is the permission bits of the files and directories an FS creates.
 type Perm struct {
 	// File is the mode of created files (data files, temporary files and

@@ -121,13 +121,20 @@ func (n *noFollowFS) OpenFile(name string, flag int, perm fs.FileMode) (File, er
 
 // ReadFile implements FS. It reads through the bare descriptor: an
 // *os.File would cost an fcntl, an allocation and a cleanup per file, and
-// leases, claims and messages are read this way many times per task.
+// leases, claims and messages are read this way many times per task. The
+// file is opened with O_NONBLOCK (no effect on a regular file), so that a
+// FIFO planted in its place blocks neither the open nor the read: a FIFO
+// without data reads as empty (no writer) or fails wrapping ErrNotRegular
+// (EAGAIN), as do a directory (EISDIR) and a socket (ENXIO).
 func (n *noFollowFS) ReadFile(name string) ([]byte, error) {
 	r, ok := n.rel(name)
 	if !ok || n.generic() {
 		return n.gReadFile(name)
 	}
-	fd, err := n.openat2(r, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	fd, err := n.openat2(r, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err == unix.ENXIO {
+		err = fmt.Errorf("%w: %w", ErrNotRegular, err)
+	}
 	if err != nil {
 		return nil, pathErr("open", name, err)
 	}
@@ -139,8 +146,10 @@ func (n *noFollowFS) ReadFile(name string) ([]byte, error) {
 		}
 		m, err := unix.Read(fd, buf[len(buf):cap(buf)])
 		switch {
-		case err == unix.EINTR || err == unix.EAGAIN:
+		case err == unix.EINTR:
 			continue
+		case err == unix.EISDIR || err == unix.EAGAIN:
+			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %w", ErrNotRegular, err)}
 		case err != nil:
 			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 		case m == 0:
@@ -484,7 +493,9 @@ func (n *noFollowFS) lockAt(ctx context.Context, r, name string, wait, create bo
 // flock on it, polling every lockRetry until ctx is done if wait, else once.
 // It returns (nil, nil) if the lock is held elsewhere and it did not get it.
 func (n *noFollowFS) flock(ctx context.Context, rel, name string, wait, create bool) (*fdUnlocker, error) {
-	flags := unix.O_RDONLY | unix.O_NOFOLLOW
+	// O_NONBLOCK: a FIFO planted in place of the lock file must not block
+	// the open (which no ctx could end); no effect on a regular file.
+	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	if create {
 		flags |= unix.O_CREAT
 	}
