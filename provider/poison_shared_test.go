@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -87,7 +88,7 @@ func (f *noPoisonFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File
 // by review, when poisoning ignored a failed write of the mark: with no
 // poison word, every case fails; with the word but no removal of the boot
 // id, the lost page's; with the word cleared when a lone opener sets up the
-// page, the unremovable boot id's.
+// page, or not read by fsck's read-only log, the unremovable boot id's.
 func TestPoisonWithoutItsMarkFile(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
@@ -133,6 +134,15 @@ func TestPoisonWithoutItsMarkFile(t *testing.T) {
 			it := s.fetch(b)
 			if err := s.ackNoCheck(b, it); err == nil {
 				t.Errorf("B's ack after A's checkpoint fsync failed: OK, want ErrSyncFailed")
+			}
+			// fsck, which opens the log read-only (no mapping of the
+			// page), reports it too.
+			rep, err := fsck(context.Background(), plDir, FsckOptions{Logger: quietLog}, Options{fs: wfs})
+			mustNoErr(t, err)
+			if !slices.ContainsFunc(rep.Findings, func(f FsckFinding) bool {
+				return f.Kind == FsckPendingCommit && f.Severity == SeverityError && strings.Contains(f.Detail, "POISONED")
+			}) {
+				t.Errorf("fsck beside the poisoned processes: want the poisoning reported as an error, got %+v", rep.Findings)
 			}
 			a.Close()
 			b.Close()

@@ -149,9 +149,9 @@
 // pages clean without writing them, so a second fsync "succeeds"). The log
 // then refuses every Append and Sync with [ErrPoisoned] and marks itself
 // poisoned twice: the shared page's poison word (which needs no free space
-// and which a lone opener's rebuild of the page keeps) and the file
-// POISONED beside the segments (for read-only openers, and the page's
-// loss); if the file cannot be written - a failing or full disk, the very
+// and which a lone opener's rebuild of the page keeps; a read-only log
+// reads it from the file) and the file POISONED beside the segments (for
+// the page's loss); if the file cannot be written - a failing or full disk, the very
 // conditions of a failed sync - it removes the boot id instead, so that the
 // next process to open the log alone replays it. Every process checks the
 // marks after each of its own syncs and before acknowledging anything (and
@@ -1137,9 +1137,15 @@ func (l *Log) otherPoisoned() error {
 }
 
 // marked reports whether a process marked the log poisoned: the shared
-// page's poison word, or the file POISONED.
+// page's poison word (read from the file by a log that does not map it:
+// OpenReadOnly), or the file POISONED.
 func (l *Log) marked() bool {
-	if g := l.group; g != nil && g.live() && g.w.Load(wPoison) != 0 {
+	if g := l.group; g != nil {
+		if g.live() && g.w.Load(wPoison) != 0 {
+			return true
+		}
+	} else if data, err := l.fs.ReadFile(filepath.Join(l.dir, groupName)); err == nil && len(data) >= 8*groupWords &&
+		binary.NativeEndian.Uint64(data[8*wMagic:]) == groupMagic && binary.NativeEndian.Uint64(data[8*wPoison:]) != 0 {
 		return true
 	}
 	_, err := l.fs.Stat(filepath.Join(l.dir, poisonName))
@@ -1163,10 +1169,10 @@ func (l *Log) poison(cause error) error {
 	if first && !l.readOnly {
 		l.log.Error("durofs: write-ahead log poisoned; no commit is acknowledged until it is replayed", "dir", l.dir, "cause", cause)
 		// Two marks. The page's word needs no free space, and every live
-		// process sees it at its next check; it outlives their deaths (the
-		// page is a file) until a replay clears it. The file POISONED
-		// tells processes that do not map the page (OpenReadOnly) and
-		// survives the page's removal. If the file cannot be written (a
+		// process sees it at its next check (a read-only log reads it
+		// from the file); it outlives their deaths (the page is a file)
+		// until a replay clears it. The file POISONED survives the page's
+		// removal. If the file cannot be written (a
 		// failing or full disk: the very conditions of a failed sync), the
 		// boot id goes instead, so that the next process to open the log
 		// alone replays it even without the page.
