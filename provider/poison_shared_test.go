@@ -184,21 +184,3 @@ func writeZeros(mem *vfs.MemFS, path string) error {
 	}
 	return f.Close()
 }
-
-// ackNoCheck acks it and records the outcome without requiring one.
-func (s *plWB) ackNoCheck(p *FSProvider, it *LockedOrchestrationItem) error {
-	s.t.Helper()
-	s.clk.Advance(time.Millisecond)
-	delta, wi, oi, md, err := plTurn(it.Item)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	a := plAckOf(p.owner, it.Item.Instance, delta)
-	err = p.AckOrchestrationItem(context.Background(), it.LockToken, 1, delta, wi, oi, md, nil)
-	if err == nil {
-		s.led.acks = append(s.led.acks, a)
-	} else {
-		s.unknown = append(s.unknown, a)
-	}
-	return err
-}

@@ -1986,8 +1986,9 @@ func (s *plWB) fetch(p *FSProvider) *LockedOrchestrationItem {
 	return it
 }
 
-// ack acks it; with fail, it must fail with ErrSyncFailed.
-func (s *plWB) ack(p *FSProvider, it *LockedOrchestrationItem, fail bool) error {
+// ackNoCheck acks it and records the outcome in the ledger (an ack that
+// returned OK must survive; one that failed may or may not), requiring none.
+func (s *plWB) ackNoCheck(p *FSProvider, it *LockedOrchestrationItem) error {
 	s.t.Helper()
 	s.clk.Advance(time.Millisecond)
 	delta, wi, oi, md, err := plTurn(it.Item)
@@ -1996,12 +1997,19 @@ func (s *plWB) ack(p *FSProvider, it *LockedOrchestrationItem, fail bool) error 
 	}
 	a := plAckOf(p.owner, it.Item.Instance, delta)
 	err = p.AckOrchestrationItem(context.Background(), it.LockToken, 1, delta, wi, oi, md, nil)
-	s.check(fmt.Sprintf("%s's ack of %s", p.owner, it.Item.Instance), err, fail)
 	if err == nil {
 		s.led.acks = append(s.led.acks, a)
 	} else {
 		s.unknown = append(s.unknown, a)
 	}
+	return err
+}
+
+// ack acks it; with fail, it must fail with ErrSyncFailed.
+func (s *plWB) ack(p *FSProvider, it *LockedOrchestrationItem, fail bool) error {
+	s.t.Helper()
+	err := s.ackNoCheck(p, it)
+	s.check(fmt.Sprintf("%s's ack of %s", p.owner, it.Item.Instance), err, fail)
 	return err
 }
 
