@@ -20,7 +20,6 @@ package fsqueue
 // cannot be read, a claim that counts as corrupt.
 
 import (
-	"errors"
 	"time"
 
 	"github.com/durofs/durofs/internal/vfs"
@@ -29,9 +28,7 @@ import (
 // planted reports whether err is a file system's refusal of something
 // planted where a file of the queue should be: a symbolic link, or not a
 // regular file.
-func planted(err error) bool {
-	return errors.Is(err, vfs.ErrSymlink) || errors.Is(err, vfs.ErrNotRegular)
-}
+func planted(err error) bool { return vfs.IsPlanted(err) }
 
 // skipLinked logs, at most once a minute per queue, that a message was
 // skipped because its file is a symbolic link, and returns nil (the message

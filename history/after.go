@@ -121,12 +121,16 @@ func (l *Log) readAfter(m Mark) ([]byte, error) {
 }
 
 // readError maps an error reading the log file: a symbolic link planted in
-// its place is never followed, and the log is then unusable, as if its first
-// line were corrupt.
+// its place is never followed, nor is a FIFO or directory read, and the log
+// is then unusable, as if its first line were corrupt.
 func (l *Log) readError(err error) error {
 	if errors.Is(err, vfs.ErrSymlink) {
 		return &CorruptError{Path: l.path, Line: 1,
 			Reason: "the log file is a symbolic link, which is not followed", Err: err}
+	}
+	if errors.Is(err, vfs.ErrNotRegular) {
+		return &CorruptError{Path: l.path, Line: 1,
+			Reason: "the log file is not a regular file", Err: err}
 	}
 	return fmt.Errorf("history: read %s: %w", l.path, err)
 }

@@ -26,7 +26,8 @@ type Scan struct {
 
 // CorruptError reports a complete line that fails its CRC or the record
 // format, or a log file that cannot be used at all (a symbolic link the FS
-// refuses to follow: Line 1, Offset 0, Err wrapping vfs.ErrSymlink).
+// refuses to follow, or not a regular file: Line 1, Offset 0, Err wrapping
+// vfs.ErrSymlink or vfs.ErrNotRegular).
 // errors.Is(err, ErrCorrupt) is true for it. The data is never truncated
 // automatically; an operator has to look at it.
 type CorruptError struct {
@@ -310,7 +311,7 @@ func (l *Log) scan() (s Scan, exists bool, err error) {
 		if vfs.IsNotExist(err) {
 			return Scan{}, false, nil
 		}
-		return Scan{}, errors.Is(err, vfs.ErrSymlink), l.readError(err)
+		return Scan{}, vfs.IsPlanted(err), l.readError(err)
 	}
 	s, cerr := parse(data)
 	if cerr != nil {

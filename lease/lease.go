@@ -543,9 +543,10 @@ func readLease(fsys vfs.FS, path string) (Lease, bool, error) {
 		if vfs.IsNotExist(err) {
 			return Lease{}, false, nil
 		}
-		if errors.Is(err, vfs.ErrSymlink) {
-			// A link planted in place of the lease file is not followed;
-			// it is unusable like an unparseable file, with the same rule.
+		if vfs.IsPlanted(err) {
+			// A link (or a FIFO, a directory) planted in place of the
+			// lease file is not read through; it is unusable like an
+			// unparseable file, with the same rule.
 			return Lease{}, true, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return Lease{}, false, fmt.Errorf("lease: read %s: %w", path, err)
@@ -803,7 +804,7 @@ func (s *Store) Inspect(ctx context.Context, lockPath, leasePath string) (Lease,
 			return Lease{}, false, err
 		}
 		l, exists, err := readLease(s.fsys, leasePath)
-		if !errors.Is(err, ErrCorrupt) || errors.Is(err, vfs.ErrSymlink) || try == 3 {
+		if !errors.Is(err, ErrCorrupt) || vfs.IsPlanted(err) || try == 3 {
 			return l, exists, err
 		}
 		time.Sleep(time.Millisecond)

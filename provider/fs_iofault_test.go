@@ -46,6 +46,9 @@ type faultFS struct {
 	match  func(path string) bool
 	inject func(mem *vfs.MemFS)
 	hit    string // the path the armed fault was injected for
+	// dirOpen, set by an inject, fails the next SyncDir's open with it
+	// (as NoFollow's SyncDir reports an open failure: Op "open").
+	dirOpen error
 }
 
 func newFaultFS(t *testing.T) *faultFS {
@@ -88,6 +91,18 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, e
 		return nil, err
 	}
 	return faultFile{File: file, fs: f}, nil
+}
+
+func (f *faultFS) SyncDir(name string) error {
+	f.before("syncdir", name)
+	f.mu.Lock()
+	err := f.dirOpen
+	f.dirOpen = nil
+	f.mu.Unlock()
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return f.MemFS.SyncDir(name)
 }
 
 func (f *faultFS) Rename(oldpath, newpath string) error {
@@ -606,6 +621,55 @@ func TestAckSyncFailurePoisons(t *testing.T) {
 				t.Fatal(w, err)
 			}
 			mustNoErr(t, r.AckWorkItem(ctx, w.LockToken, nil))
+		})
+	}
+}
+
+// TestCheckpointOpenFailureIsNotPoison: a checkpoint that cannot open a file
+// or directory it must fsync (EMFILE) fails and stays where it is, and
+// poisons nothing: no fsync reported an error, so no page can have been
+// marked clean unwritten. Acks go on, and the next checkpoint syncs the same
+// records and moves past them. A failed fsync itself still poisons
+// (TestPowerLossWritebackError and the cases below it).
+func TestCheckpointOpenFailureIsNotPoison(t *testing.T) {
+	ctx := context.Background()
+	isHistory := func(path string) bool { return filepath.Base(path) == "history.jsonl" }
+	isInstDir := func(path string) bool { return filepath.Base(filepath.Dir(path)) == "instances" }
+	cases := []struct {
+		name   string
+		op     string
+		match  func(string) bool
+		inject func(f *faultFS) func(*vfs.MemFS)
+	}{
+		{"file open", "open", isHistory, func(*faultFS) func(*vfs.MemFS) { return failWith("open", syscall.EMFILE) }},
+		{"directory open", "syncdir", isInstDir, func(f *faultFS) func(*vfs.MemFS) {
+			return func(*vfs.MemFS) { f.dirOpen = syscall.EMFILE } // under f.mu (before)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFaultFS(t)
+			p := openT(t, "/d", faultOptions(f))
+			createInstance(t, p, "a")
+			before, err := p.wal.Checkpoint()
+			mustNoErr(t, err)
+			f.arm(c.op, c.match, c.inject(f))
+			err = p.checkpointOnce(ctx, true, true)
+			if !errors.Is(err, syscall.EMFILE) {
+				t.Fatalf("checkpoint = %v; want its open's EMFILE", err)
+			}
+			if err := p.wal.CheckShared(); err != nil {
+				t.Fatalf("an open failure poisoned the directory: %v", err)
+			}
+			if cp, _ := p.wal.Checkpoint(); cp != before {
+				t.Fatalf("the checkpoint moved from %v to %v past records it did not sync", before, cp)
+			}
+			f.disarm()
+			createInstance(t, p, "b")
+			mustNoErr(t, p.checkpointOnce(ctx, true, true))
+			if cp, _ := p.wal.Checkpoint(); cp <= before {
+				t.Fatalf("the next checkpoint did not move (%v)", cp)
+			}
 		})
 	}
 }

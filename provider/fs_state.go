@@ -3,7 +3,6 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -138,9 +137,9 @@ func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
 		if vfs.IsNotExist(err) {
 			return false, nil
 		}
-		if errors.Is(err, vfs.ErrSymlink) {
-			// A planted link is never followed: the file is unusable, as if
-			// unparseable (symlinks.go).
+		if vfs.IsPlanted(err) {
+			// A planted link (or FIFO, directory) is never read through:
+			// the file is unusable, as if unparseable (symlinks.go).
 			return true, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		if err != nil {

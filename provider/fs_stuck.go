@@ -69,6 +69,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -621,18 +622,33 @@ func (p *FSProvider) settleOne(ctx context.Context, e parkedEntry) (applied bool
 	return err == nil, err
 }
 
-// syncPaths fsyncs files, then directories (Durable mode only); a failure
-// poisons the log (see syncTouched).
+// syncPaths fsyncs files, then directories (Durable mode only). A failed
+// fsync poisons the log (see syncTouched): the kernel may have marked the
+// pages clean without writing them, and only a replay rewrites them. A
+// file or directory that could not be opened (EMFILE, ENOMEM) poisons
+// nothing: no fsync reported anything, its pages are still dirty, and the
+// checkpoint just stays where it is until a later one syncs them.
 func (p *FSProvider) syncPaths(files, dirs map[string]bool) error {
 	if p.durability != Durable {
 		return nil
 	}
 	p.stats.checkpointSyncs.Add(int64(len(files) + len(dirs)))
 	if err := parallelSync(sortedKeys(files), p.syncFile); err != nil {
-		return p.wal.Poison(fmt.Errorf("checkpoint: %w", err))
+		return p.syncFailed(err)
 	}
 	if err := parallelSync(sortedKeys(dirs), p.fs.SyncDir); err != nil {
-		return p.wal.Poison(fmt.Errorf("checkpoint: %w", err))
+		return p.syncFailed(err)
 	}
 	return nil
+}
+
+// syncFailed is syncPaths's error: the log poisoned, unless only an open
+// failed (a *fs.PathError with Op "open", as every FS gives for the open
+// of File.Sync's file or SyncDir's directory).
+func (p *FSProvider) syncFailed(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == "open" {
+		return fmt.Errorf("checkpoint (stays where it is; a later one retries): %w", err)
+	}
+	return p.wal.Poison(fmt.Errorf("checkpoint: %w", err))
 }

@@ -944,7 +944,7 @@ func ignoreTimeout(err error) error {
 // mode only), but those of the instances each was parked for (stuck: by
 // commit id; they are synced once applied). A file or directory that no
 // longer exists needs nothing: its removal is covered by its parent's
-// fsync. Any other error poisons the log.
+// fsync. A failed fsync poisons the log (syncPaths).
 func (p *FSProvider) syncTouched(recs []loggedRecord, stuck map[string][]string) error {
 	if p.durability != Durable {
 		return nil
@@ -990,7 +990,9 @@ const checkpointSyncers = 8
 
 // parallelSync calls syncOne on every path with up to checkpointSyncers
 // goroutines and returns the first error that is not "does not exist" (a
-// path removed since is made durable by its parent's sync).
+// path removed since is made durable by its parent's sync) or "planted" (a
+// link, FIFO or directory put in the file's place since: the file was
+// replaced, which its parent's sync makes durable too; fsck reports it).
 func parallelSync(paths []string, syncOne func(string) error) error {
 	var (
 		mu    sync.Mutex
@@ -1003,7 +1005,7 @@ func parallelSync(paths []string, syncOne func(string) error) error {
 		go func() {
 			defer wg.Done()
 			for path := range next {
-				if err := syncOne(path); err != nil && !vfs.IsNotExist(err) {
+				if err := syncOne(path); err != nil && !vfs.IsNotExist(err) && !vfs.IsPlanted(err) {
 					mu.Lock()
 					if first == nil {
 						first = fmt.Errorf("sync %s: %w", path, err)

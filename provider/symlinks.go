@@ -41,7 +41,7 @@ import (
 // used at all (a refused symbolic link, or unparseable state), so a scan
 // over many instances should skip this one rather than fail.
 func unusableInstance(err error) bool {
-	return errors.Is(err, vfs.ErrSymlink) || errors.Is(err, ErrCorrupt)
+	return vfs.IsPlanted(err) || errors.Is(err, ErrCorrupt)
 }
 
 // warnUnusable logs, at most once a minute per instance, that fetch skips an

@@ -16,12 +16,20 @@ import (
 var ErrSymlink = errors.New("symbolic link refused (durofs never follows symbolic links inside its directory)")
 
 // ErrNotRegular is wrapped by the error of a [NoFollow] file system's
-// ReadFile (Linux) that met a directory, FIFO, socket or device where it
-// reads a file. Such files are opened without blocking (O_NONBLOCK), so a
-// FIFO planted in place of a file neither blocks the open nor the read; a
-// lock taken on one (Lock, LockExisting) does not block either, and the
-// read that follows it fails. Test it with errors.Is.
+// ReadFile or OpenFile that met a directory, FIFO, socket or device where it
+// opens a file. Files are opened without blocking (O_NONBLOCK), so a FIFO
+// planted in place of a file neither blocks the open nor a read; a lock
+// taken on one (Lock, LockExisting) does not block either, and the read
+// that follows it fails. Test it with errors.Is.
 var ErrNotRegular = errors.New("not a regular file")
+
+// IsPlanted reports whether err is a [NoFollow] file system's refusal of
+// something planted where a file should be: a symbolic link
+// ([ErrSymlink]) or not a regular file ([ErrNotRegular]). Such a file is
+// never read through; callers treat it as unusable, like a corrupt one.
+func IsPlanted(err error) bool {
+	return errors.Is(err, ErrSymlink) || errors.Is(err, ErrNotRegular)
+}
 
 // Perm is the permission bits of the files and directories an FS creates.
 type Perm struct {

@@ -4,6 +4,7 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"syscall"
 )
@@ -17,6 +18,21 @@ func mapNoFollow(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) && (errors.Is(pe.Err, syscall.ELOOP) || errors.Is(pe.Err, syscall.EMLINK)) {
 		return symlinkError(pe.Op, pe.Path, nil)
+	}
+	return err
+}
+
+// oNonBlock opens a file without blocking: a FIFO planted in place of a
+// file must not block the open (which no ctx could end) or its reads.
+const oNonBlock = syscall.O_NONBLOCK
+
+// mapNotRegular wraps ErrNotRegular into the error of a non-blocking open
+// that met a FIFO without a reader or a socket (ENXIO), or a directory
+// opened for writing (EISDIR).
+func mapNotRegular(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && (errors.Is(pe.Err, syscall.ENXIO) || errors.Is(pe.Err, syscall.EISDIR)) {
+		return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: fmt.Errorf("%w: %w", ErrNotRegular, pe.Err)}
 	}
 	return err
 }

@@ -16,7 +16,25 @@ import (
 // that is opened is opened with O_NOFOLLOW where the system has it. Linux
 // uses it only when openat2(2) is unavailable (see nofollow_linux.go).
 
+// gOpenFile opens a regular file: like the Linux path, without blocking
+// (oNonBlock), and anything but a regular file fails wrapping ErrNotRegular.
 func (n *noFollowFS) gOpenFile(name string, flag int, _ fs.FileMode) (File, error) {
+	f, err := n.gOpen(name, flag|oNonBlock)
+	if err != nil {
+		return nil, mapNotRegular(err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = &fs.PathError{Op: "open", Path: name, Err: ErrNotRegular}
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// gOpen opens name, refusing symbolic links below root.
+func (n *noFollowFS) gOpen(name string, flag int) (*os.File, error) {
 	if r, ok := n.rel(name); ok {
 		if err := checkComponents("open", name, n.root, r, oNoFollow == 0); err != nil {
 			return nil, err
@@ -39,12 +57,12 @@ func (n *noFollowFS) gReadFile(name string) ([]byte, error) {
 }
 
 func (n *noFollowFS) gReadDirNames(name string) ([]string, error) {
-	f, err := n.gOpenFile(name, os.O_RDONLY, 0)
+	f, err := n.gOpen(name, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return f.(*os.File).Readdirnames(-1)
+	return f.Readdirnames(-1)
 }
 
 func (n *noFollowFS) gStat(name string) (fs.FileInfo, error) {
@@ -195,10 +213,10 @@ func (n *noFollowFS) gMkdirRoot(name string) error {
 }
 
 func (n *noFollowFS) gScanDir(name string, fn func(name []byte) error) error {
-	f, err := n.gOpenFile(name, os.O_RDONLY, 0)
+	f, err := n.gOpen(name, os.O_RDONLY)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return scanDirFile(f.(*os.File), fn)
+	return scanDirFile(f, fn)
 }

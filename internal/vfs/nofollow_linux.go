@@ -107,14 +107,32 @@ func (n *noFollowFS) parent(rel string) (fd int, base string, err error) {
 }
 
 // OpenFile implements FS. A created file gets the configured file mode.
+// Only a regular file is opened: the open is non-blocking (O_NONBLOCK, no
+// effect on a regular file's reads and writes), so that a FIFO planted in
+// its place blocks neither the open nor a later read, and anything but a
+// regular file fails wrapping ErrNotRegular.
 func (n *noFollowFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	r, ok := n.rel(name)
 	if !ok || n.generic() {
 		return n.gOpenFile(name, flag, perm)
 	}
-	fd, err := n.openat2(r, flag|unix.O_NOFOLLOW, n.perm.File)
+	fd, err := n.openat2(r, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK, n.perm.File)
+	if err == unix.ENXIO || err == unix.EISDIR {
+		// ENXIO: a FIFO opened for writing with no reader, or a socket;
+		// EISDIR: a directory opened for writing.
+		err = fmt.Errorf("%w: %w", ErrNotRegular, err)
+	}
 	if err != nil {
 		return nil, pathErr("open", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, pathErr("stat", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrNotRegular}
 	}
 	return os.NewFile(uintptr(fd), name), nil
 }
@@ -124,8 +142,9 @@ func (n *noFollowFS) OpenFile(name string, flag int, perm fs.FileMode) (File, er
 // leases, claims and messages are read this way many times per task. The
 // file is opened with O_NONBLOCK (no effect on a regular file), so that a
 // FIFO planted in its place blocks neither the open nor the read: a FIFO
-// without data reads as empty (no writer) or fails wrapping ErrNotRegular
-// (EAGAIN), as do a directory (EISDIR) and a socket (ENXIO).
+// without data fails wrapping ErrNotRegular (EAGAIN, or no writer: an empty
+// read is checked with fstat), as do a directory (EISDIR) and a socket
+// (ENXIO).
 func (n *noFollowFS) ReadFile(name string) ([]byte, error) {
 	r, ok := n.rel(name)
 	if !ok || n.generic() {
@@ -152,6 +171,16 @@ func (n *noFollowFS) ReadFile(name string) ([]byte, error) {
 			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %w", ErrNotRegular, err)}
 		case err != nil:
 			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+		case m == 0 && len(buf) == 0:
+			// Empty: a regular file, or a FIFO with no writer.
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFREG {
+				return nil, &fs.PathError{Op: "read", Path: name, Err: ErrNotRegular}
+			}
+			return buf, nil
 		case m == 0:
 			return buf, nil
 		}
@@ -392,7 +421,7 @@ func (n *noFollowFS) SyncDir(name string) error {
 	}
 	fd, err := n.openat2(r, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return pathErr("sync", name, err)
+		return pathErr("open", name, err)
 	}
 	serr := unix.Fsync(fd)
 	cerr := unix.Close(fd)

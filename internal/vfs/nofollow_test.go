@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -416,4 +417,84 @@ func TestNoFollowReadFileSizes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNoFollowOpensOnlyRegularFiles: OpenFile and ReadFile of a FIFO, a
+// directory or a socket planted in place of a file fail wrapping
+// ErrNotRegular, and return at once: a FIFO's open(2) without O_NONBLOCK
+// blocks until its other end is opened, whatever a caller's context says
+// (a FIFO planted as an instance's history.jsonl did, in history's opens).
+func TestNoFollowOpensOnlyRegularFiles(t *testing.T) {
+	cases := []struct {
+		name  string
+		plant func(path string) error
+		flag  int // -1: ReadFile
+	}{
+		{"FIFO read", mkfifo, os.O_RDONLY},
+		{"FIFO write", mkfifo, os.O_WRONLY},
+		{"FIFO append, create", mkfifo, os.O_WRONLY | os.O_APPEND | os.O_CREATE},
+		{"FIFO read-write", mkfifo, os.O_RDWR},
+		{"FIFO ReadFile", mkfifo, -1},
+		{"directory read", mkdir, os.O_RDONLY},
+		{"directory write, create", mkdir, os.O_WRONLY | os.O_CREATE},
+		{"socket read", mksock, os.O_RDONLY},
+		{"socket ReadFile", mksock, -1},
+	}
+	for _, impl := range noFollowImpls {
+		for _, c := range cases {
+			t.Run(impl.name+"/"+c.name, func(t *testing.T) {
+				root := t.TempDir()
+				fsys := impl.new(root, vfs.Perm{})
+				path := filepath.Join(root, "history.jsonl")
+				must(t, c.plant(path))
+				done := make(chan error, 1)
+				go func() {
+					if c.flag < 0 {
+						_, err := fsys.ReadFile(path)
+						done <- err
+						return
+					}
+					f, err := fsys.OpenFile(path, c.flag, 0o600)
+					if err == nil {
+						f.Close()
+					}
+					done <- err
+				}()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(time.Minute):
+					// Blocked in open(2): open the other end so that the
+					// call returns and the test ends.
+					for err == nil {
+						if f, e := os.OpenFile(path, os.O_RDWR, 0); e == nil {
+							f.Close()
+						}
+						select {
+						case <-done:
+							err = errors.New("returned only once the FIFO's other end was opened")
+						case <-time.After(10 * time.Millisecond):
+						}
+					}
+					t.Fatalf("blocked on a planted %s for a minute; %v", c.name, err)
+				}
+				if !errors.Is(err, vfs.ErrNotRegular) {
+					t.Fatalf("err = %v; want ErrNotRegular", err)
+				}
+			})
+		}
+	}
+}
+
+func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }
+func mkdir(path string) error  { return os.Mkdir(path, 0o700) }
+
+// mksock leaves a bound unix socket's file at path.
+func mksock(path string) error {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	return syscall.Bind(fd, &syscall.SockaddrUnix{Name: path})
 }
