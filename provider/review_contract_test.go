@@ -104,7 +104,7 @@ func TestReviewPoisonAckOverDamagedHistoryRecord(t *testing.T) {
 	poison := Event{EventID: 99999, InstanceID: "rot", ExecutionID: it.Item.ExecutionID, TimestampMs: 1, DuroxideVersion: "0.1.26",
 		Kind: OrchestrationFailed{Details: PoisonError{AttemptCount: 11, MaxAttempts: 10,
 			MessageType: PoisonMessageType{Kind: "FailedDeserialization", Instance: "rot", ExecutionID: it.Item.ExecutionID, Error: *it.Item.HistoryError},
-			Message: *it.Item.HistoryError}}}
+			Message:     *it.Item.HistoryError}}}
 	if err := p.AckOrchestrationItem(ctx, it.LockToken, it.Item.ExecutionID, []Event{poison}, nil, nil, m, nil); err != nil {
 		t.Fatalf("poison ack over a damaged history record failed (retryable=%v): %v", IsRetryable(err), err)
 	}
