@@ -212,7 +212,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	}
 	inf, err := p.readInstanceFile(key)
 	if err != nil {
-		return nil, nil, Retryablef(op, err, "read instance: %v", err)
+		return nil, nil, storageErrf(op, err, "read instance: %v", err)
 	}
 	instance := ""
 	if inf != nil {
@@ -309,7 +309,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	// Execution record (steps 4, 5, 8).
 	ef, err := p.readExecutionFile(key, executionID)
 	if err != nil {
-		return nil, nil, Retryablef(op, err, "read execution: %v", err)
+		return nil, nil, storageErrf(op, err, "read execution: %v", err)
 	}
 	ne := executionFile{ExecutionID: executionID, Status: "Running", StartedAtMs: nowMs}
 	if ef != nil {

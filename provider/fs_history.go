@@ -15,7 +15,7 @@ func (p *FSProvider) Read(ctx context.Context, instance string) ([]Event, error)
 	key := instanceKey(instance)
 	exec, err := p.latestExecution(key)
 	if err != nil {
-		return nil, Retryablef(op, err, "%v", err)
+		return nil, storageErrf(op, err, "%v", err)
 	}
 	if exec == 0 {
 		return []Event{}, nil
@@ -138,7 +138,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	}
 	inf, err := p.readInstanceFile(key)
 	if err != nil {
-		return Retryablef(op, err, "%v", err)
+		return storageErrf(op, err, "%v", err)
 	}
 	if inf != nil {
 		nf := *inf
@@ -167,7 +167,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 func (p *FSProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*CustomStatus, error) {
 	inf, err := p.readInstanceFile(instanceKey(instance))
 	if err != nil {
-		return nil, Retryablef("get_custom_status", err, "%v", err)
+		return nil, storageErrf("get_custom_status", err, "%v", err)
 	}
 	if inf == nil || inf.Record == nil || inf.Record.CustomStatusVersion <= lastSeenVersion {
 		return nil, nil

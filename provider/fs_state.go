@@ -163,6 +163,19 @@ func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
 	}
 }
 
+// storageErrf is the ProviderError for a failure to read an instance's
+// stored files (readJSON and its callers): permanent when cause is
+// ErrCorrupt - a file that failed its seal or does not decode reads the
+// same on every retry, and contract §4 classifies corruption ("invalid
+// format") as permanent - and retryable otherwise (an I/O error, which may
+// pass).
+func storageErrf(op string, cause error, format string, args ...any) *ProviderError {
+	if errors.Is(cause, ErrCorrupt) {
+		return Permanentf(op, cause, format, args...)
+	}
+	return Retryablef(op, cause, format, args...)
+}
+
 func (p *FSProvider) readInstanceFile(key string) (*instanceFile, error) {
 	var f instanceFile
 	ok, err := p.readJSON(p.instFilePath(key), &f)
