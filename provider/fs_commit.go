@@ -117,6 +117,10 @@ func (p *FSProvider) queue(name string) *fsqueue.Queue {
 func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	const op = "ack_orchestration_item"
 	workerItems, orchestratorItems = derefItems(workerItems), derefItems(orchestratorItems)
+	historyDelta, err := normalizeEvents(op, historyDelta)
+	if err != nil {
+		return err // nothing written, the lock is kept
+	}
 	if err := metadata.validate(op); err != nil {
 		return err // nothing written, the lock is kept
 	}

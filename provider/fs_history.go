@@ -81,6 +81,10 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	if err := checkInstanceIDs(op, instance); err != nil {
 		return err
 	}
+	events, err := normalizeEvents(op, events)
+	if err != nil {
+		return err
+	}
 	for _, e := range events {
 		if err := p.limits.checkEvent(op, e); err != nil {
 			return err
