@@ -289,6 +289,12 @@ func (l *Log) RewriteAt(base int, recs []Record) error {
 		return fmt.Errorf("history: open %s: %w", l.path, err)
 	}
 	defer f.Close()
+	return l.writeAt(f, off, buf)
+}
+
+// writeAt truncates f, the log file open for writing, at off, writes buf
+// there with one write, and fsyncs f.
+func (l *Log) writeAt(f vfs.File, off int64, buf []byte) error {
 	if err := f.Truncate(off); err != nil {
 		return fmt.Errorf("history: rewrite %s: truncate at %d: %w", l.path, off, err)
 	}

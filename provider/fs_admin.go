@@ -93,7 +93,7 @@ func (p *FSProvider) recordOf(op, instance string) (string, *instanceFile, error
 	key := instanceKey(instance)
 	f, err := p.readInstanceFile(key)
 	if err != nil {
-		return key, nil, Retryablef(op, err, "%v", err)
+		return key, nil, storageErrf(op, err, "%v", err)
 	}
 	if f == nil || f.Record == nil {
 		return key, nil, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
@@ -185,7 +185,7 @@ func (p *FSProvider) GetInstanceInfo(ctx context.Context, instance string) (Inst
 	}
 	ef, err := p.readExecutionFile(key, f.CurrentExecutionID)
 	if err != nil {
-		return InstanceInfo{}, Retryablef(op, err, "%v", err)
+		return InstanceInfo{}, storageErrf(op, err, "%v", err)
 	}
 	if ef != nil {
 		info.Status, info.Output = ef.Status, ef.Output
@@ -198,7 +198,7 @@ func (p *FSProvider) GetExecutionInfo(ctx context.Context, instance string, exec
 	const op = "get_execution_info"
 	ef, err := p.readExecutionFile(instanceKey(instance), executionID)
 	if err != nil {
-		return ExecutionInfo{}, Retryablef(op, err, "%v", err)
+		return ExecutionInfo{}, storageErrf(op, err, "%v", err)
 	}
 	if ef == nil {
 		return ExecutionInfo{}, Permanentf(op, ErrNotFound, "Execution %d of instance %s not found", executionID, instance)
@@ -484,7 +484,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, unstarted m
 	for _, k := range keys {
 		f, err := p.readInstanceFile(k)
 		if err != nil {
-			return res, false, nil, Retryablef(op, err, "%v", err)
+			return res, false, nil, storageErrf(op, err, "%v", err)
 		}
 		if f == nil {
 			continue
@@ -914,7 +914,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	}
 	f, err := p.readInstanceFile(key)
 	if err != nil {
-		return PruneResult{}, Retryablef(op, err, "%v", err)
+		return PruneResult{}, storageErrf(op, err, "%v", err)
 	}
 	if f == nil || f.Record == nil {
 		return PruneResult{}, Permanentf(op, ErrNotFound, "Instance %s not found", instance)
@@ -937,7 +937,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	for _, e := range execs {
 		ef, err := p.readExecutionFile(key, e)
 		if err != nil {
-			return PruneResult{}, Retryablef(op, err, "%v", err)
+			return PruneResult{}, storageErrf(op, err, "%v", err)
 		}
 		drop := e != f.CurrentExecutionID && ef != nil && ef.Status != "Running" && !keepTop[e]
 		if drop && options.CompletedBeforeMs != nil {

@@ -117,6 +117,10 @@ func (p *FSProvider) queue(name string) *fsqueue.Queue {
 func (p *FSProvider) AckOrchestrationItem(ctx context.Context, lockToken string, executionID uint64, historyDelta []Event, workerItems, orchestratorItems []WorkItem, metadata ExecutionMetadata, cancelledActivities []ScheduledActivityIdentifier) error {
 	const op = "ack_orchestration_item"
 	workerItems, orchestratorItems = derefItems(workerItems), derefItems(orchestratorItems)
+	historyDelta, err := normalizeEvents(op, historyDelta)
+	if err != nil {
+		return err // nothing written, the lock is kept
+	}
 	if err := metadata.validate(op); err != nil {
 		return err // nothing written, the lock is kept
 	}
@@ -212,7 +216,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	}
 	inf, err := p.readInstanceFile(key)
 	if err != nil {
-		return nil, nil, Retryablef(op, err, "read instance: %v", err)
+		return nil, nil, storageErrf(op, err, "read instance: %v", err)
 	}
 	instance := ""
 	if inf != nil {
@@ -226,15 +230,16 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 
 	// History: ids must be non-zero, unique in the delta and new to the
 	// execution. Existing ids come from the record frames, so an ack works
-	// even when the stored events themselves no longer decode (test 128).
-	// A history that lost committed events is never extended: the delta
-	// would land at the wrong position, after a hole.
+	// even when the stored events themselves no longer decode (test 128),
+	// or a record's frame fails its CRC (the poison ack over a damaged
+	// record: historyEnd). A history that lost committed events is never
+	// extended: the delta would land at the wrong position, after a hole.
 	ids, end, err := p.historyEnd(key, executionID)
 	if err != nil && !errors.Is(err, history.ErrCorrupt) {
 		return nil, nil, Retryablef(op, err, "read history: %v", err)
 	}
 	if err != nil {
-		return nil, nil, Permanentf(op, ErrCorrupt, "history of execution %d is corrupt and cannot be appended to: %v", executionID, err)
+		return nil, nil, Permanentf(op, ErrCorrupt, "history of execution %d cannot be appended to: %v", executionID, err)
 	}
 	// Which of the delta's ids the history has already: one pass over the
 	// history's ids, whatever the delta's size.
@@ -309,7 +314,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	// Execution record (steps 4, 5, 8).
 	ef, err := p.readExecutionFile(key, executionID)
 	if err != nil {
-		return nil, nil, Retryablef(op, err, "read execution: %v", err)
+		return nil, nil, storageErrf(op, err, "read execution: %v", err)
 	}
 	ne := executionFile{ExecutionID: executionID, Status: "Running", StartedAtMs: nowMs}
 	if ef != nil {
@@ -495,6 +500,17 @@ func appendHistory(h *history.Log, base int, off int64, recs []history.Record) e
 	return err
 }
 
+// rewriteHistory is the replay's rewrite of recs at record base of h: at
+// the byte offset the committer read (off > 0: history.Log.RewriteAtMark,
+// which keeps the bytes before it as they are, a damaged line included, see
+// historyEnd), else after base valid records (history.Log.RewriteAt).
+func rewriteHistory(h *history.Log, base int, off int64, recs []history.Record) error {
+	if off > 0 {
+		return h.RewriteAtMark(history.Mark{Size: off, Records: base}, recs)
+	}
+	return h.RewriteAt(base, recs)
+}
+
 // stage writes the staged files of rec's publishes, unsynced: a staged file
 // is read only through a committed record, which carries its bytes too.
 func (p *FSProvider) stage(rec *commitRecord, staged []stagedMsg) error {
@@ -541,7 +557,7 @@ func (p *FSProvider) apply(ctx context.Context, g *lease.Guard, rec *commitRecor
 		h := history.Open(afs, p.historyPath(key, rec.ExecutionID))
 		var err error
 		if replay {
-			err = h.RewriteAt(rec.HistoryBase, recs)
+			err = rewriteHistory(h, rec.HistoryBase, rec.HistoryOffset, recs)
 			if _, serr := p.fs.Stat(h.Path()); errors.Is(err, history.ErrConflict) && (vfs.IsNotExist(serr) || removedLater(ctx, key, rec.ExecutionID)) {
 				// Shorter than the base because it is gone: a later
 				// record's prune or deletion removed the execution and

@@ -15,7 +15,7 @@ func (p *FSProvider) Read(ctx context.Context, instance string) ([]Event, error)
 	key := instanceKey(instance)
 	exec, err := p.latestExecution(key)
 	if err != nil {
-		return nil, Retryablef(op, err, "%v", err)
+		return nil, storageErrf(op, err, "%v", err)
 	}
 	if exec == 0 {
 		return []Event{}, nil
@@ -81,6 +81,10 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	if err := checkInstanceIDs(op, instance); err != nil {
 		return err
 	}
+	events, err := normalizeEvents(op, events)
+	if err != nil {
+		return err
+	}
 	for _, e := range events {
 		if err := p.limits.checkEvent(op, e); err != nil {
 			return err
@@ -138,7 +142,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 	}
 	inf, err := p.readInstanceFile(key)
 	if err != nil {
-		return Retryablef(op, err, "%v", err)
+		return storageErrf(op, err, "%v", err)
 	}
 	if inf != nil {
 		nf := *inf
@@ -167,7 +171,7 @@ func (p *FSProvider) AppendWithExecution(ctx context.Context, instance string, e
 func (p *FSProvider) GetCustomStatus(ctx context.Context, instance string, lastSeenVersion uint64) (*CustomStatus, error) {
 	inf, err := p.readInstanceFile(instanceKey(instance))
 	if err != nil {
-		return nil, Retryablef("get_custom_status", err, "%v", err)
+		return nil, storageErrf("get_custom_status", err, "%v", err)
 	}
 	if inf == nil || inf.Record == nil || inf.Record.CustomStatusVersion <= lastSeenVersion {
 		return nil, nil

@@ -493,11 +493,11 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 	// Resolve the instance context (contract §2.4 step 4).
 	inf, err := p.readInstanceFile(key)
 	if err != nil {
-		return nil, Retryablef(op, err, "read instance %q: %v", instance, err)
+		return nil, storageErrf(op, err, "read instance %q: %v", instance, err)
 	}
 	exec, err := p.latestExecution(key)
 	if err != nil {
-		return nil, Retryablef(op, err, "list executions of %q: %v", instance, err)
+		return nil, storageErrf(op, err, "list executions of %q: %v", instance, err)
 	}
 	item := OrchestrationItem{Instance: instance, Messages: msgs, KVSnapshot: map[string]KVEntry{}}
 	var history []Event

@@ -162,6 +162,19 @@ func (p *FSProvider) readJSON(path string, v any) (exists bool, err error) {
 	}
 }
 
+// storageErrf is the ProviderError for a failure to read an instance's
+// stored files (readJSON and its callers): permanent when cause is
+// ErrCorrupt - a file that failed its seal or does not decode reads the
+// same on every retry, and contract §4 classifies corruption ("invalid
+// format") as permanent - and retryable otherwise (an I/O error, which may
+// pass).
+func storageErrf(op string, cause error, format string, args ...any) *ProviderError {
+	if errors.Is(cause, ErrCorrupt) {
+		return Permanentf(op, cause, format, args...)
+	}
+	return Retryablef(op, cause, format, args...)
+}
+
 func (p *FSProvider) readInstanceFile(key string) (*instanceFile, error) {
 	var f instanceFile
 	ok, err := p.readJSON(p.instFilePath(key), &f)
@@ -199,25 +212,26 @@ func (p *FSProvider) listExecutions(key string) ([]uint64, error) {
 	return ids, nil
 }
 
-// latestExecution is the current execution id (instance.json) or, without
-// one, the highest execution directory; 0 if the instance has none.
+// latestExecution is the instance's current execution: the one its
+// instance.json names (contract §2.4 step 4.1, §2.15: the execution
+// records'), or, without one, the highest execution directory; 0 if the
+// instance has none. An execution directory above the current one holds
+// only what AppendWithExecution put there (a test and debugging path that,
+// as in the SQLite reference, creates no execution record): it is read by
+// ReadWithExecution, never taken for the current execution.
 func (p *FSProvider) latestExecution(key string) (uint64, error) {
 	f, err := p.readInstanceFile(key)
 	if err != nil {
 		return 0, err
 	}
-	var cur uint64
-	if f != nil {
-		cur = f.CurrentExecutionID
+	if f != nil && f.CurrentExecutionID > 0 {
+		return f.CurrentExecutionID, nil
 	}
 	ids, err := p.listExecutions(key)
-	if err != nil {
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	if len(ids) > 0 && ids[len(ids)-1] > cur {
-		cur = ids[len(ids)-1]
-	}
-	return cur, nil
+	return ids[len(ids)-1], nil
 }
 
 // Lock tokens. An orchestration token is "o1.<lease token>.<instance key>"

@@ -157,9 +157,24 @@ func (p *FSProvider) loadHistoryCached(key string, exec uint64, gen string, comm
 // history (from the record frames, so an ack works even when stored events
 // no longer decode) and the mark at its end, where the ack's events go.
 // It reads through the cache as loadHistoryCached does, but reads the file
-// whole, and caches nothing, when there is no entry. A history with fewer
-// records than committed yields a *history.TruncatedError, a corrupt one a
-// *history.CorruptError.
+// whole, and caches nothing, when there is no entry.
+//
+// A complete line that fails its CRC (a damaged record: a flipped bit, a bad
+// page) does not stop the ack (contract §2.5 step 7, §10.3: the ack is
+// append-only and succeeds over corrupted rows; the runtime's only way out
+// of a history it cannot read is the poison ack, OrchestrationFailed over
+// it). The damaged line is a committed record whose bytes are wrong, not a
+// missing one: it keeps its position, the end is after the last complete
+// line (history.Log.End), the delta goes there, and nothing before it is
+// written (the apply's AppendAtMark reads only what follows that mark, the
+// replay's RewriteAtMark rewrites only from it). The ids are the valid
+// records' and the id fields the damaged lines have, so that a delta never
+// repeats an id the damaged line most likely holds. Every read still
+// reports the damaged line (history_error, ErrCorrupt) and fsck still finds
+// it. What stops an ack is a history with fewer complete lines than
+// committed - records are missing, and the delta would land in their place
+// (*history.TruncatedError) - or a log that cannot be used at all (a
+// symbolic link: *history.CorruptError).
 func (p *FSProvider) historyEnd(key string, exec uint64) (ids []uint64, end history.Mark, err error) {
 	committed, gen, err := p.committedCount(key, exec)
 	if err != nil {
@@ -179,13 +194,15 @@ func (p *FSProvider) historyEnd(key string, exec uint64) (ids []uint64, end hist
 		}
 		p.hist.drop(k)
 	}
-	scan, err := log.ReadCommitted(committed)
+	// Read whole, through damaged lines: the end is after the last
+	// complete line, damaged or not (history.Log.End).
+	x, err := log.End()
 	if err != nil {
 		return nil, history.Mark{}, err
 	}
-	ids = make([]uint64, len(scan.Records))
-	for i, r := range scan.Records {
-		ids[i] = r.ID
+	if x.End.Records < committed {
+		return nil, history.Mark{}, &history.TruncatedError{Path: log.Path(), Records: x.End.Records - len(x.Damaged),
+			Committed: committed, TornBytes: x.TornBytes}
 	}
-	return ids, history.Mark{Size: scan.ValidSize, Records: len(scan.Records)}, nil
+	return x.IDs, x.End, nil
 }

@@ -862,7 +862,7 @@ func (p *FSProvider) HistoryRecords(ctx context.Context, instance string, execut
 	if executionID == 0 {
 		exec, err := p.latestExecution(key)
 		if err != nil {
-			return HistoryDump{}, Retryablef(op, err, "%v", err)
+			return HistoryDump{}, storageErrf(op, err, "%v", err)
 		}
 		if exec == 0 {
 			return HistoryDump{}, Permanentf(op, ErrNotFound, "Instance %s not found: it has no execution (no directory under %s)", instance, filepath.Join(p.instDir(key), "executions"))
