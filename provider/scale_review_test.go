@@ -119,3 +119,58 @@ func TestScaleClientSweepListsWholeQueue(t *testing.T) {
 			b, large, a, small)
 	}
 }
+
+// canAckCost runs one instance through k executions (a start, then k-1
+// continue-as-new turns, as an eternal orchestration does) and returns the
+// bytes the k-th turn's ack appended to the write-ahead log and the size of
+// instance.json afterwards.
+func canAckCost(t *testing.T, k int) (walBytes int64, instSize int64) {
+	t.Helper()
+	dir := t.TempDir()
+	p := openT(t, dir, Options{Durability: ProcessCrashSafe, SweepInterval: -1, CheckpointInterval: -1})
+	ctx := context.Background()
+	const inst = "eternal"
+	v := "1.0.0"
+	for n := 1; n <= k; n++ {
+		var item WorkItem = startItem(inst)
+		if n > 1 {
+			item = ContinueAsNew{Instance: inst, Orchestration: "TestOrch", Input: "{}", Version: &v, CarryForwardEvents: [][2]string{}}
+		}
+		mustNoErr(t, p.EnqueueForOrchestrator(ctx, item, 0))
+		it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, time.Second, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch %d: %v %v", n, it, err)
+		}
+		ev := started(inst)
+		ev.ExecutionID = uint64(n)
+		before := p.wal.End()
+		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, uint64(n), []Event{ev}, nil, nil, md("TestOrch", v), nil))
+		after := p.wal.End()
+		if n == k {
+			if before.Segment() != after.Segment() {
+				t.Skip("the measured record crossed a segment boundary; rerun")
+			}
+			walBytes = int64(after.Offset()) - int64(before.Offset())
+		}
+	}
+	fi, err := p.fs.Lstat(p.instFilePath(instanceKey(inst)))
+	mustNoErr(t, err)
+	return walBytes, fi.Size()
+}
+
+// TestScaleContinueAsNewAckGrowsWithExecutions: instance.json lists every
+// execution id the instance ever had (instanceFile.Executions), and every
+// ack writes the whole new instance.json into its log record and applies
+// it. An eternal orchestration (continue-as-new in a loop) that is never
+// pruned makes every later ack cost more: the record grows by a few bytes
+// per execution ever run, without bound.
+func TestScaleContinueAsNewAckGrowsWithExecutions(t *testing.T) {
+	small, large := 10, 1500
+	ws, is := canAckCost(t, small)
+	wl, il := canAckCost(t, large)
+	t.Logf("execution %d: ack appended %d log bytes, instance.json %d bytes; execution %d: %d log bytes, instance.json %d bytes",
+		small, ws, is, large, wl, il)
+	if wl > 2*ws {
+		t.Errorf("an ack of execution %d appends %d bytes to the log, of execution %d %d: per-ack cost O(executions ever run)", large, wl, small, ws)
+	}
+}
