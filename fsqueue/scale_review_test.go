@@ -72,3 +72,54 @@ func TestScaleClaimNextPassWithDelayedAbandons(t *testing.T) {
 			b, large, a, small)
 	}
 }
+
+// ownAfterEnqueues opens a queue with Options.Notify (as the provider's
+// queues are), lets it build its index and directory watch (one listing:
+// a fetch), then enqueues n messages through it without any further
+// fetch, and returns how many names its listCache.own set holds.
+func ownAfterEnqueues(t *testing.T, n int) int {
+	t.Helper()
+	dir := t.TempDir()
+	q, err := Open(vfs.NoSync(vfs.OS{}), dir, Options{Clock: clock.NewManual(time.Now()), Notify: func() {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := q.List(); err != nil { // a fetch pass: index and watch
+		t.Fatal(err)
+	}
+	q.list.mu.Lock()
+	notifying := q.list.notifying
+	q.list.mu.Unlock()
+	if !notifying {
+		t.Skip("no waitable directory watch on this system")
+	}
+	for range n {
+		if _, err := q.Enqueue(Message{Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.list.mu.Lock()
+	defer q.list.mu.Unlock()
+	return len(q.list.own)
+}
+
+// TestScaleOwnSetGrowsWithoutFetches: a Queue whose watch is on remembers
+// every name it adds (listCache.own) until a refresh applies the name's
+// watch event. A process that fetched from a queue once, and whose last
+// pass found work (so notifyLoop is not armed), then only adds to it - an
+// orchestrator dispatcher stopped while the process's worker acks keep
+// publishing completions, or its client keeps enqueuing starts - keeps one
+// entry per message it ever added: memory grows with the messages added,
+// without bound (the kernel's queue of the same events overflows and is
+// dropped, but own is cleared only by the next listing).
+func TestScaleOwnSetGrowsWithoutFetches(t *testing.T) {
+	small, large := 200, 3000
+	a := ownAfterEnqueues(t, small)
+	b := ownAfterEnqueues(t, large)
+	t.Logf("listCache.own entries after enqueues with no fetch: %d after %d, %d after %d", a, small, b, large)
+	if b > 2*a+16 {
+		t.Errorf("the own set holds %d names after %d enqueues, %d after %d: grows with every message added while nothing fetches",
+			b, large, a, small)
+	}
+}
