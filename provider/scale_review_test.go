@@ -174,3 +174,56 @@ func TestScaleContinueAsNewAckGrowsWithExecutions(t *testing.T) {
 		t.Errorf("an ack of execution %d appends %d bytes to the log, of execution %d %d: per-ack cost O(executions ever run)", large, wl, small, ws)
 	}
 }
+
+// filteredOutPassOpens starts n instances, pins each to duroxide 9.0.0 with
+// its first ack, gives each a new visible message, and returns the files
+// one FetchOrchestrationItem pass opens with a capability filter that
+// accepts only 0.x (so nothing is fetched).
+func filteredOutPassOpens(t *testing.T, n int) int64 {
+	t.Helper()
+	dir := t.TempDir()
+	cfs := vfs.Counting(vfs.NoFollow(dir, vfs.Perm{}))
+	p := openT(t, dir, Options{fs: cfs, Durability: ProcessCrashSafe, SweepInterval: -1, CheckpointInterval: -1})
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(fmt.Sprintf("f-%05d", i)), 0))
+	}
+	pin := SemVer{Major: 9}
+	for i := 0; i < n; i++ {
+		it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
+		if err != nil || it == nil {
+			t.Fatalf("fetch %d: %v %v", i, it, err)
+		}
+		m := md("TestOrch", "1.0.0")
+		m.PinnedDuroxideVersion = &pin
+		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started(it.Item.Instance)}, nil, nil, m, nil))
+	}
+	for i := 0; i < n; i++ {
+		mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: fmt.Sprintf("f-%05d", i), Name: "e", Data: "d"}, 0))
+	}
+	filter := &DispatcherCapabilityFilter{SupportedDuroxideVersions: []SemverRange{{Min: SemVer{}, Max: SemVer{Major: 0, Minor: 999}}}}
+	if it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, filter); err != nil || it != nil {
+		t.Fatalf("warm pass: %v %v", it, err)
+	}
+	before := cfs.Files().Opens
+	if it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, filter); err != nil || it != nil {
+		t.Fatalf("pass: %v %v", it, err)
+	}
+	return cfs.Files().Opens - before
+}
+
+// TestScaleOrchFetchPassWithFilteredOutInstances: a dispatcher whose
+// capability filter rejects the queued instances (a rolling upgrade: the
+// new runtime's dispatcher beside instances pinned to another duroxide
+// version) re-reads, uncached, every rejected instance's instance.json,
+// executions/ listing and state.json on every poll (filterAllows).
+func TestScaleOrchFetchPassWithFilteredOutInstances(t *testing.T) {
+	small, large := 100, 400
+	a := filteredOutPassOpens(t, small)
+	b := filteredOutPassOpens(t, large)
+	t.Logf("files opened by one empty filtered fetch pass: %d with %d rejected instances, %d with %d", a, small, b, large)
+	if b > 2*a+16 {
+		t.Errorf("an empty filtered fetch pass opens %d files with %d instances the filter rejects, %d with %d: O(rejected instances) per poll",
+			b, large, a, small)
+	}
+}
