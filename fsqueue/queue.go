@@ -185,10 +185,13 @@ type listCache struct {
 	// is found to exist (a replacement may not have created it yet).
 	rewatch bool
 	// own holds the file names this Queue is adding (Enqueue, Publish,
-	// Restore) while its watch is on, so that the watch's event for such a
-	// name does not call Options.Notify: the adder tells its own consumers.
-	// A name leaves it when its event is applied or the add fails, and the
-	// set is cleared when a re-listing drops the events it waited for.
+	// Restore) while its watch is on and its index valid, so that the
+	// watch's event for such a name does not call Options.Notify: the
+	// adder tells its own consumers. A name leaves it when its event is
+	// applied or the add fails, and the set is cleared when the index is
+	// dropped or listed anew (the events it waited for are gone). It holds
+	// at most ownMax names and the adds in progress: an add that finds it
+	// full applies the pending events first (trimOwnLocked).
 	own map[string]struct{}
 	// notifying: a notifyLoop runs for the watch, so every other process's
 	// addition can be reported. armed: a Quiet answer is outstanding, and
@@ -972,12 +975,7 @@ func (q *Queue) refreshLocked() (err error) {
 			// The watch may be dead for good (its directory removed or
 			// replaced: vfs.ErrWatchGone): the path is watched anew below,
 			// before it is listed.
-			q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
-			q.dropWatchLocked()
-			if errors.Is(err, vfs.ErrWatchGone) {
-				// So is claims/'s watch then, though it says nothing.
-				q.claims.moved.Store(true)
-			}
+			q.watchFailedLocked(err)
 		}
 		// Events were lost: whatever the listing finds may be new.
 		defer q.notifyLocked()
@@ -1028,6 +1026,17 @@ func (q *Queue) refreshLocked() (err error) {
 	return q.relistLocked(t0, mtime)
 }
 
+// watchFailedLocked drops the directory watch after its Drain failed with
+// err. The caller holds q.list.mu.
+func (q *Queue) watchFailedLocked(err error) {
+	q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
+	q.dropWatchLocked()
+	if errors.Is(err, vfs.ErrWatchGone) {
+		// So is claims/'s watch then, though it says nothing.
+		q.claims.moved.Store(true)
+	}
+}
+
 // dropWatchLocked closes the directory watch after it failed (it may never
 // report again: vfs.ErrWatchGone) and stops its notifyLoop; the next
 // refresh watches the directory anew and lists it. The caller holds
@@ -1068,6 +1077,7 @@ func (q *Queue) invalidateLocked() {
 	c := &q.list
 	c.valid = false
 	c.idx, c.side = nil, nil
+	clear(c.own) // the listing that rebuilds the index forgets them too
 }
 
 // relistLocked builds the index from a listing of the directory, streamed
@@ -1173,18 +1183,57 @@ func (q *Queue) applyEvents(events []vfs.DirEvent) {
 	}
 }
 
+// ownMax bounds listCache.own: a Queue that has added this many names
+// whose watch events no refresh applied yet applies the pending events
+// (trimOwnLocked) before it adds another.
+const ownMax = 256
+
 // markOwn records that this Queue is about to add file (see listCache.own);
-// unmarkOwn takes it back when the add failed.
+// unmarkOwn takes it back when the add failed. Only a valid index needs
+// the record: an invalid one is rebuilt by a listing, which forgets own.
 func (q *Queue) markOwn(file string) {
 	c := &q.list
 	c.mu.Lock()
-	if c.notifying {
-		if c.own == nil {
-			c.own = map[string]struct{}{}
-		}
-		c.own[file] = struct{}{}
+	defer c.mu.Unlock()
+	if !c.notifying || !c.valid {
+		return
 	}
-	c.mu.Unlock()
+	if len(c.own) >= ownMax {
+		q.trimOwnLocked()
+		if !c.notifying || !c.valid {
+			return
+		}
+	}
+	if c.own == nil {
+		c.own = map[string]struct{}{}
+	}
+	c.own[file] = struct{}{}
+}
+
+// trimOwnLocked applies the watch's pending events to the index, as the
+// next refresh would: each event of a name this Queue added takes the name
+// out of own. A Queue that keeps adding while nothing reads its index (a
+// process that fetched from the queue once and now only publishes to it)
+// would otherwise remember every name it ever added. Cost: the events
+// pending, at least ownMax of them this Queue's own, so O(1) an add.
+//
+// If the events were lost (an overflow) or the watch failed, the index is
+// dropped instead of listed again - a listing costs O(queued), and the
+// next reader, if any, lists the directory as it would have - and so is
+// own (invalidateLocked). The caller holds q.list.mu, with a valid index
+// and a watch.
+func (q *Queue) trimOwnLocked() {
+	c := &q.list
+	events, overflow, err := c.watch.Drain()
+	if err == nil && !overflow {
+		q.applyEvents(events)
+		return
+	}
+	if err != nil {
+		q.watchFailedLocked(err)
+	}
+	q.invalidateLocked()
+	q.notifyLocked() // events were lost: an armed consumer must look
 }
 
 func (q *Queue) unmarkOwn(file string) {
