@@ -171,6 +171,9 @@ type listCache struct {
 	mtime    time.Time // mtime of dir observed by the last listing
 	listedAt time.Time // real time taken before that listing's Stat
 	idx      *index    // nil until the first listing and after an error
+	// indexed: the directory was listed into an index once; the Queue
+	// keeps it up to date from then on, as its reads do (Indexed).
+	indexed bool
 	// side holds the staged and temporary files of the directory (names
 	// starting with ".staged-" or vfs.TempPrefix), kept with the index, so
 	// that sweepers of a process whose index a watch keeps up to date find
@@ -1101,7 +1104,7 @@ func (q *Queue) relistLocked(t0, mtime time.Time) error {
 		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
 	c.idx, c.side = b.finish(), side
-	c.mtime, c.listedAt, c.valid = mtime, t0, true
+	c.mtime, c.listedAt, c.valid, c.indexed = mtime, t0, true, true
 	return nil
 }
 
@@ -1115,17 +1118,37 @@ func hasPrefix[S string | []byte](s S, prefix string) bool {
 	return len(s) >= len(prefix) && string(s[:len(prefix)]) == prefix
 }
 
+// Indexed reports whether this Queue keeps an index of its directory: it
+// listed it once for a read (a fetch's ClaimNext or Visible, List, Len,
+// ListRoute, Quiet...), and keeps it up to date from then on - from the
+// directory watch, at a cost proportional to the changes, or by listing
+// the directory again when its mtime changed where there is no watch. The
+// index also names the directory's staged and temporary files, so that
+// [Queue.Staged] and [Queue.Sweep] then cost no listing of their own: a
+// sweeper that must not pay a listing of every queued message for each
+// pass sweeps the directory only when Indexed, and otherwise calls
+// [Queue.SweepClaims].
+func (q *Queue) Indexed() bool {
+	q.list.mu.Lock()
+	defer q.list.mu.Unlock()
+	return q.list.indexed
+}
+
 // sideFiles returns the names of the directory's staged and temporary
-// files: from the index when a directory watch keeps it up to date (no
-// listing; a process that fetches has one), else from a streamed listing
-// of the directory, which does not build the index (a process that only
+// files: from the index, brought up to date, when this Queue keeps one (a
+// process that fetches: no listing with a watch, or one that its next
+// read would make anyway without), else from a streamed listing of the
+// directory, which does not build the index (a process that only
 // enqueues, or only sweeps, keeps none).
 func (q *Queue) sideFiles() ([]string, error) {
 	c := &q.list
 	c.mu.Lock()
-	if c.watch != nil && c.valid {
+	if c.indexed {
 		err := q.refreshLocked()
-		names := slices.Collect(maps.Keys(c.side))
+		var names []string
+		if err == nil {
+			names = slices.Collect(maps.Keys(c.side))
+		}
 		c.mu.Unlock()
 		return names, err
 	}

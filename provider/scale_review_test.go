@@ -9,7 +9,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,63 +58,6 @@ func TestScaleOrchFetchPassWithDelayedAbandons(t *testing.T) {
 	t.Logf("files opened by one empty fetch pass: %d with %d delayed instances, %d with %d", a, small, b, large)
 	if b > 2*a+16 {
 		t.Errorf("an empty orchestrator fetch pass opens %d files with %d instances abandoned with a delay, %d with %d: O(delayed instances) per poll",
-			b, large, a, small)
-	}
-}
-
-// entryCountFS counts the directory entries its listings return (ScanDir
-// and ReadDirNames), on top of a CountingFS (whose WatchDir it keeps, so
-// queues can watch their directories as they do on the OS).
-type entryCountFS struct {
-	*vfs.CountingFS
-	entries atomic.Int64
-}
-
-func (c *entryCountFS) ReadDirNames(name string) ([]string, error) {
-	names, err := c.CountingFS.ReadDirNames(name)
-	c.entries.Add(int64(len(names)))
-	return names, err
-}
-
-func (c *entryCountFS) ScanDir(dir string, fn func(name []byte) error) error {
-	return c.CountingFS.ScanDir(dir, func(name []byte) error {
-		c.entries.Add(1)
-		return fn(name)
-	})
-}
-
-// sweepEntriesListed opens a provider that only enqueues (a client: it
-// never fetches), enqueues n starts, and returns how many directory entries
-// one pass of its background sweep (recoverPass, as sweepLoop runs it every
-// SweepInterval, 2 s by default) lists.
-func sweepEntriesListed(t *testing.T, n int) int64 {
-	t.Helper()
-	dir := t.TempDir()
-	efs := &entryCountFS{CountingFS: vfs.Counting(vfs.NoFollow(dir, vfs.Perm{}))}
-	p := openT(t, dir, Options{fs: efs, Durability: ProcessCrashSafe, SweepInterval: -1, CheckpointInterval: -1})
-	ctx := context.Background()
-	for i := 0; i < n; i++ {
-		mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(fmt.Sprintf("s-%05d", i)), 0))
-	}
-	before := efs.entries.Load()
-	mustNoErr(t, p.recoverPass(ctx, 2*time.Second, false))
-	return efs.entries.Load() - before
-}
-
-// TestScaleClientSweepListsWholeQueue: the background sweep of a process
-// that does not fetch (an enqueuing client, an admin tool with the default
-// Options) lists every queue directory in full to find staged and temporary
-// files, twice per queue per pass (Queue.Staged, then Queue.Sweep), every
-// 2 s. With a million queued messages that is several million directory
-// entries read every 2 s by every such process (the design puts one
-// listing of a million at about 0.7 s).
-func TestScaleClientSweepListsWholeQueue(t *testing.T) {
-	small, large := 500, 4000
-	a := sweepEntriesListed(t, small)
-	b := sweepEntriesListed(t, large)
-	t.Logf("directory entries listed by one background sweep pass of a non-fetching process: %d with %d queued, %d with %d", a, small, b, large)
-	if b > 2*a+16 {
-		t.Errorf("one sweep pass lists %d directory entries with %d queued messages, %d with %d: O(queued) per pass, every SweepInterval",
 			b, large, a, small)
 	}
 }
