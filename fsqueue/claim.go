@@ -873,10 +873,29 @@ func (q *Queue) Claims() ([]string, error) {
 // not touch staged files, nor claims with a non-empty State. Use an age of minutes: a younger temporary file may
 // belong to a write in progress. Removals are not fsynced (a removal lost to
 // a power loss is redone by the next sweep).
+//
+// The queue directory's temporary files come from the index when this
+// Queue keeps one ([Queue.Indexed]), else from a listing of the directory,
+// whose cost grows with the messages queued; [Queue.SweepClaims] leaves
+// the directory out.
 func (q *Queue) Sweep(ctx context.Context, tempOlderThan time.Duration) (SweepStats, error) {
+	return q.sweep(ctx, tempOlderThan, []string{q.dir, q.claimsDir})
+}
+
+// SweepClaims is [Queue.Sweep] without the queue directory: it removes the
+// old temporary files of claims/ and the orphan claims, and costs what
+// claims/ holds (the messages in flight), not what the queue holds. A
+// process that does not keep the queue's index (it does not consume the
+// queue) sweeps so, and leaves the directory's temporary and staged files
+// to the processes that keep it.
+func (q *Queue) SweepClaims(ctx context.Context, tempOlderThan time.Duration) (SweepStats, error) {
+	return q.sweep(ctx, tempOlderThan, []string{q.claimsDir})
+}
+
+func (q *Queue) sweep(ctx context.Context, tempOlderThan time.Duration, dirs []string) (SweepStats, error) {
 	var st SweepStats
 	now := q.clock.Now()
-	for _, d := range []string{q.dir, q.claimsDir} {
+	for _, d := range dirs {
 		var files []string
 		var err error
 		if d == q.dir {

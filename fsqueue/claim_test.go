@@ -454,3 +454,56 @@ func mustReadDir(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestSweepClaimsLeavesTheDirectory: SweepClaims removes claims/'s old
+// temporary files and the orphan claims, and neither lists nor sweeps the
+// queue directory (whose listing costs what the queue holds); Indexed
+// tells whether Sweep and Staged would find the directory's files in the
+// index instead of a listing.
+func TestSweepClaimsLeavesTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewManual(time.Now())
+	cfs := vfs.Counting(vfs.OS{})
+	q := openQueue(t, cfs, dir, clk)
+	ctx := context.Background()
+	enqueue(t, q, fsqueue.Message{})
+	orphan := q.NewName(0, "")
+	if err := os.WriteFile(filepath.Join(dir, "claims", orphan+".json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	dirTemp := filepath.Join(dir, vfs.TempPrefix+"a.json-1")
+	claimTemp := filepath.Join(dir, "claims", vfs.TempPrefix+"b.json-2")
+	for _, p := range []string{dirTemp, claimTemp} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q.Indexed() {
+		t.Fatal("Indexed before any read of the index")
+	}
+	before := cfs.Files().Listings
+	st, err := q.SweepClaims(ctx, time.Minute)
+	if err != nil || st.TempRemoved != 1 || st.OrphanClaimsRemoved != 1 {
+		t.Fatalf("SweepClaims = %+v, %v; want claims/'s temporary file and the orphan claim", st, err)
+	}
+	if got := cfs.Files().Listings - before; got != 2 {
+		t.Fatalf("SweepClaims listed directories %d times, want 2 (claims/: its temporary files, its claims)", got)
+	}
+	if fileExists(t, claimTemp) || !fileExists(t, dirTemp) {
+		t.Fatalf("after SweepClaims: claims/ temp there %v (want false), queue directory temp there %v (want true)",
+			fileExists(t, claimTemp), fileExists(t, dirTemp))
+	}
+	if _, err := q.List(); err != nil {
+		t.Fatal(err)
+	}
+	if !q.Indexed() {
+		t.Fatal("not Indexed after List")
+	}
+	if st, err := q.Sweep(ctx, time.Minute); err != nil || st.TempRemoved != 1 || fileExists(t, dirTemp) {
+		t.Fatalf("Sweep = %+v, %v; want the queue directory's temporary file removed", st, err)
+	}
+}

@@ -203,7 +203,15 @@
 // filter. The first listing streams the directory ([vfs.ScanDir]: getdents
 // into one reused buffer on Linux) and parses names in place, so building
 // the index of a million messages allocates the index and nothing else; it
-// opens no file. Message bodies are read only by [Queue.Get] and
+// opens no file. A block costs its whole capacity (about 34 KiB), and
+// every block but the last is kept at least half full (a block that a
+// removal leaves below half is merged with a neighbour or shares its
+// entries), so the index costs about 34 bytes per message as a listing
+// builds it and at most 68, plus one block, however messages came and
+// went. The index also names the directory's staged and temporary files,
+// so that [Queue.Staged] and [Queue.Sweep] of a Queue that keeps one
+// ([Queue.Indexed]) list nothing; [Queue.SweepClaims] sweeps claims/ only,
+// for sweepers that keep no index. Message bodies are read only by [Queue.Get] and
 // [Queue.Header] (which fetches use for the messages they hand out or must
 // inspect), through a cache bounded in entries and bytes; parsed claims are
 // cached the same way (bounded).

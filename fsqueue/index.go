@@ -57,11 +57,22 @@ func (e Entry) less(o Entry) bool { return e.compare(o) < 0 }
 // never grown, so building or growing the index never copies it, and new
 // names (which mostly sort last) fill the last block and open new ones.
 //
-// Costs, for n messages in n/blockCap blocks: insert and remove O(log n +
-// blockCap); the visible walk O(blocks skipped + entries returned); a route
-// lookup O(n/blockCap) filter probes (one word each) plus the blocks that
-// pass; memory 32 bytes per entry plus 2 per entry of filter, at least half
-// full blocks. All of it runs under the queue's list lock.
+// Every block but the last is at least half full: a listing fills every
+// block but the last, a split leaves two halves, and a block that a removal
+// leaves below half (minFill) is merged with a neighbour when the two fit
+// in one block, or else shares the two blocks' entries evenly with it. A
+// block costs its whole capacity whatever it holds, so this is what bounds
+// the index's memory by what it holds rather than by what it once held (a
+// queue of timers whose earlier three quarters fired, scattered over every
+// block, would otherwise keep every block at a quarter full).
+//
+// Costs, for n messages in at most 2n/blockCap+1 blocks: insert and remove
+// O(log n + blockCap); the visible walk O(blocks skipped + entries
+// returned); a route lookup O(n/blockCap) filter probes (one word each)
+// plus the blocks that pass; memory 34 KiB a block: 34 bytes per entry
+// when the blocks are full (as a listing builds them), at most 68 plus one
+// block's 34 KiB however the entries came and went. All of it runs under
+// the queue's list lock.
 type index struct {
 	blocks []*block
 	n      int
@@ -70,9 +81,10 @@ type index struct {
 const (
 	// blockCap is the capacity of a block (32 KiB of entries).
 	blockCap = 1024
-	// mergeBelow: a block that shrinks below this is merged with a
-	// neighbour when they fit in one.
-	mergeBelow = blockCap / 4
+	// minFill: a block that a removal leaves with fewer entries is merged
+	// with a neighbour, or shares its neighbour's entries (rebalance), so
+	// that every block but the last holds at least minFill.
+	minFill = blockCap / 2
 	// bloomWords is the size of a block's route filter: 16 bits per entry
 	// of a full block; a key sets 4 bits of one word (a blocked Bloom
 	// filter: one memory access per probe), about 0.3 % false positives.
@@ -195,14 +207,18 @@ func (x *index) remove(e Entry) bool {
 	} else if e.VisibleAtMs == b.minVis {
 		b.minVis = minVisible(b.ents)
 	}
-	if len(b.ents) < mergeBelow {
-		x.merge(bi)
+	if len(b.ents) < minFill {
+		x.rebalance(bi)
 	}
 	return true
 }
 
-// merge joins block bi with a neighbour if both fit in one block.
-func (x *index) merge(bi int) {
+// rebalance brings block bi, which holds fewer than minFill entries, to at
+// least minFill, unless it is the only block: it joins a neighbour if the
+// two fit in one block, or else shares the entries of the two evenly with
+// its right neighbour (its left one for the last block). The two then hold
+// more than blockCap entries, so each gets more than minFill.
+func (x *index) rebalance(bi int) {
 	for _, j := range []int{bi + 1, bi - 1} {
 		if j < 0 || j >= len(x.blocks) {
 			continue
@@ -217,6 +233,28 @@ func (x *index) merge(bi int) {
 		x.blocks = slices.Delete(x.blocks, hi, hi+1)
 		return
 	}
+	lo := bi
+	if bi+1 == len(x.blocks) {
+		lo = bi - 1
+	}
+	if lo < 0 {
+		return // the only block
+	}
+	a, b := x.blocks[lo], x.blocks[lo+1]
+	keep := (len(a.ents) + len(b.ents)) / 2 // a's share; b gets the rest
+	if k := keep - len(a.ents); k > 0 {
+		// a takes b's first k entries.
+		a.ents = append(a.ents, b.ents[:k]...)
+		b.ents = slices.Delete(b.ents, 0, k)
+	} else {
+		// b takes a's last -k entries (within its capacity: it ends with
+		// at most blockCap).
+		b.ents = slices.Insert(b.ents, 0, a.ents[keep:]...)
+		clear(a.ents[keep:])
+		a.ents = a.ents[:keep]
+	}
+	a.rebuild()
+	b.rebuild()
 }
 
 // after returns the position of the first entry after e.

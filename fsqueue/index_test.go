@@ -1,11 +1,13 @@
 package fsqueue
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // modelEntries is the reference the index is checked against: a sorted
@@ -47,14 +49,17 @@ func randEntry(rng *rand.Rand) Entry {
 }
 
 // checkIndex compares every view of x with the model, and the invariants
-// of the blocks: sorted, in order, non-empty, within capacity, minVis
-// exact, every route in its block's filter.
+// of the blocks: sorted, in order, non-empty, within capacity, at least
+// half full but the last, minVis exact, every route in its block's filter.
 func checkIndex(t *testing.T, step int, x *index, m modelEntries, rng *rand.Rand) {
 	t.Helper()
 	var all []Entry
 	for bi, b := range x.blocks {
 		if len(b.ents) == 0 || len(b.ents) > blockCap || cap(b.ents) != blockCap {
 			t.Fatalf("step %d: block %d holds %d entries (cap %d)", step, bi, len(b.ents), cap(b.ents))
+		}
+		if bi < len(x.blocks)-1 && len(b.ents) < minFill {
+			t.Fatalf("step %d: block %d of %d holds %d entries, fewer than minFill (%d)", step, bi, len(x.blocks), len(b.ents), minFill)
 		}
 		if b.minVis != minVisible(b.ents) {
 			t.Fatalf("step %d: block %d minVis %d, want %d", step, bi, b.minVis, minVisible(b.ents))
@@ -242,5 +247,54 @@ func BenchmarkIndexMemory(b *testing.B) {
 			b.ReportMetric(float64(kept)/n, "bytes/msg")
 			b.ReportMetric(float64(alloc)/n, "alloc-bytes/msg")
 		})
+	}
+}
+
+// indexBytesPerEntry returns the index's memory per entry it holds: its
+// blocks are allocated whole (blockCap entries and a filter each).
+func indexBytesPerEntry(x *index) float64 {
+	return float64(indexBlockBytes*len(x.blocks)) / float64(x.n)
+}
+
+// indexBlockBytes is what one block of the index costs.
+const indexBlockBytes = blockCap*int(unsafe.Sizeof(Entry{})) + bloomWords*8
+
+// TestIndexMemoryBoundedAfterTimersFire: a queue of n timers, named in
+// creation order with fire times in random order (index.go: the normal
+// state of a workflow engine), whose earliest 74 % then fire and are
+// consumed, scattered over every block. The index's blocks stay at least
+// half full (but the last): it costs at most twice what it costs full, 68
+// bytes per queued message, not the four times blocks merged only below a
+// quarter full would cost.
+func TestIndexMemoryBoundedAfterTimersFire(t *testing.T) {
+	const n = 200_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b builder
+	ents := make([]Entry, n)
+	for i := range ents {
+		var e Entry
+		binary.BigEndian.PutUint64(e.ID[:8], uint64(i)) // creation order
+		e.VisibleAtMs = int64(rng.IntN(1 << 40))        // fire time: random
+		e.Route = rng.Uint64()
+		ents[i] = e
+		b.add(e)
+	}
+	x := b.finish()
+	full := indexBytesPerEntry(x)
+	slices.SortFunc(ents, func(a, b Entry) int { return cmp.Compare(a.VisibleAtMs, b.VisibleAtMs) })
+	for _, e := range ents[:n*74/100] { // fired and consumed, earliest first
+		if !x.remove(e) {
+			t.Fatal("remove failed")
+		}
+	}
+	after := indexBytesPerEntry(x)
+	t.Logf("index bytes per queued message: %.1f with %d queued; %.1f after 74%% fired (%d queued, %d blocks)", full, n, after, x.n, len(x.blocks))
+	if limit := float64(indexBlockBytes*(2*x.n/blockCap+1)) / float64(x.n); after > limit {
+		t.Errorf("the index costs %.1f bytes per queued message after most timers fired (%.1f full): more than half-full blocks (%.1f)", after, full, limit)
+	}
+	for bi, blk := range x.blocks[:len(x.blocks)-1] {
+		if len(blk.ents) < minFill {
+			t.Fatalf("block %d of %d holds %d entries, fewer than minFill (%d)", bi, len(x.blocks), len(blk.ents), minFill)
+		}
 	}
 }

@@ -171,6 +171,9 @@ type listCache struct {
 	mtime    time.Time // mtime of dir observed by the last listing
 	listedAt time.Time // real time taken before that listing's Stat
 	idx      *index    // nil until the first listing and after an error
+	// indexed: the directory was listed into an index once; the Queue
+	// keeps it up to date from then on, as its reads do (Indexed).
+	indexed bool
 	// side holds the staged and temporary files of the directory (names
 	// starting with ".staged-" or vfs.TempPrefix), kept with the index, so
 	// that sweepers of a process whose index a watch keeps up to date find
@@ -185,10 +188,13 @@ type listCache struct {
 	// is found to exist (a replacement may not have created it yet).
 	rewatch bool
 	// own holds the file names this Queue is adding (Enqueue, Publish,
-	// Restore) while its watch is on, so that the watch's event for such a
-	// name does not call Options.Notify: the adder tells its own consumers.
-	// A name leaves it when its event is applied or the add fails, and the
-	// set is cleared when a re-listing drops the events it waited for.
+	// Restore) while its watch is on and its index valid, so that the
+	// watch's event for such a name does not call Options.Notify: the
+	// adder tells its own consumers. A name leaves it when its event is
+	// applied or the add fails, and the set is cleared when the index is
+	// dropped or listed anew (the events it waited for are gone). It holds
+	// at most ownMax names and the adds in progress: an add that finds it
+	// full applies the pending events first (trimOwnLocked).
 	own map[string]struct{}
 	// notifying: a notifyLoop runs for the watch, so every other process's
 	// addition can be reported. armed: a Quiet answer is outstanding, and
@@ -972,12 +978,7 @@ func (q *Queue) refreshLocked() (err error) {
 			// The watch may be dead for good (its directory removed or
 			// replaced: vfs.ErrWatchGone): the path is watched anew below,
 			// before it is listed.
-			q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
-			q.dropWatchLocked()
-			if errors.Is(err, vfs.ErrWatchGone) {
-				// So is claims/'s watch then, though it says nothing.
-				q.claims.moved.Store(true)
-			}
+			q.watchFailedLocked(err)
 		}
 		// Events were lost: whatever the listing finds may be new.
 		defer q.notifyLocked()
@@ -1028,6 +1029,17 @@ func (q *Queue) refreshLocked() (err error) {
 	return q.relistLocked(t0, mtime)
 }
 
+// watchFailedLocked drops the directory watch after its Drain failed with
+// err. The caller holds q.list.mu.
+func (q *Queue) watchFailedLocked(err error) {
+	q.log.Warn("fsqueue: directory watch failed; re-listing", "dir", q.dir, "err", err)
+	q.dropWatchLocked()
+	if errors.Is(err, vfs.ErrWatchGone) {
+		// So is claims/'s watch then, though it says nothing.
+		q.claims.moved.Store(true)
+	}
+}
+
 // dropWatchLocked closes the directory watch after it failed (it may never
 // report again: vfs.ErrWatchGone) and stops its notifyLoop; the next
 // refresh watches the directory anew and lists it. The caller holds
@@ -1068,6 +1080,7 @@ func (q *Queue) invalidateLocked() {
 	c := &q.list
 	c.valid = false
 	c.idx, c.side = nil, nil
+	clear(c.own) // the listing that rebuilds the index forgets them too
 }
 
 // relistLocked builds the index from a listing of the directory, streamed
@@ -1091,7 +1104,7 @@ func (q *Queue) relistLocked(t0, mtime time.Time) error {
 		return fmt.Errorf("fsqueue: list %s: %w", q.dir, err)
 	}
 	c.idx, c.side = b.finish(), side
-	c.mtime, c.listedAt, c.valid = mtime, t0, true
+	c.mtime, c.listedAt, c.valid, c.indexed = mtime, t0, true, true
 	return nil
 }
 
@@ -1105,17 +1118,37 @@ func hasPrefix[S string | []byte](s S, prefix string) bool {
 	return len(s) >= len(prefix) && string(s[:len(prefix)]) == prefix
 }
 
+// Indexed reports whether this Queue keeps an index of its directory: it
+// listed it once for a read (a fetch's ClaimNext or Visible, List, Len,
+// ListRoute, Quiet...), and keeps it up to date from then on - from the
+// directory watch, at a cost proportional to the changes, or by listing
+// the directory again when its mtime changed where there is no watch. The
+// index also names the directory's staged and temporary files, so that
+// [Queue.Staged] and [Queue.Sweep] then cost no listing of their own: a
+// sweeper that must not pay a listing of every queued message for each
+// pass sweeps the directory only when Indexed, and otherwise calls
+// [Queue.SweepClaims].
+func (q *Queue) Indexed() bool {
+	q.list.mu.Lock()
+	defer q.list.mu.Unlock()
+	return q.list.indexed
+}
+
 // sideFiles returns the names of the directory's staged and temporary
-// files: from the index when a directory watch keeps it up to date (no
-// listing; a process that fetches has one), else from a streamed listing
-// of the directory, which does not build the index (a process that only
+// files: from the index, brought up to date, when this Queue keeps one (a
+// process that fetches: no listing with a watch, or one that its next
+// read would make anyway without), else from a streamed listing of the
+// directory, which does not build the index (a process that only
 // enqueues, or only sweeps, keeps none).
 func (q *Queue) sideFiles() ([]string, error) {
 	c := &q.list
 	c.mu.Lock()
-	if c.watch != nil && c.valid {
+	if c.indexed {
 		err := q.refreshLocked()
-		names := slices.Collect(maps.Keys(c.side))
+		var names []string
+		if err == nil {
+			names = slices.Collect(maps.Keys(c.side))
+		}
 		c.mu.Unlock()
 		return names, err
 	}
@@ -1173,18 +1206,57 @@ func (q *Queue) applyEvents(events []vfs.DirEvent) {
 	}
 }
 
+// ownMax bounds listCache.own: a Queue that has added this many names
+// whose watch events no refresh applied yet applies the pending events
+// (trimOwnLocked) before it adds another.
+const ownMax = 256
+
 // markOwn records that this Queue is about to add file (see listCache.own);
-// unmarkOwn takes it back when the add failed.
+// unmarkOwn takes it back when the add failed. Only a valid index needs
+// the record: an invalid one is rebuilt by a listing, which forgets own.
 func (q *Queue) markOwn(file string) {
 	c := &q.list
 	c.mu.Lock()
-	if c.notifying {
-		if c.own == nil {
-			c.own = map[string]struct{}{}
-		}
-		c.own[file] = struct{}{}
+	defer c.mu.Unlock()
+	if !c.notifying || !c.valid {
+		return
 	}
-	c.mu.Unlock()
+	if len(c.own) >= ownMax {
+		q.trimOwnLocked()
+		if !c.notifying || !c.valid {
+			return
+		}
+	}
+	if c.own == nil {
+		c.own = map[string]struct{}{}
+	}
+	c.own[file] = struct{}{}
+}
+
+// trimOwnLocked applies the watch's pending events to the index, as the
+// next refresh would: each event of a name this Queue added takes the name
+// out of own. A Queue that keeps adding while nothing reads its index (a
+// process that fetched from the queue once and now only publishes to it)
+// would otherwise remember every name it ever added. Cost: the events
+// pending, at least ownMax of them this Queue's own, so O(1) an add.
+//
+// If the events were lost (an overflow) or the watch failed, the index is
+// dropped instead of listed again - a listing costs O(queued), and the
+// next reader, if any, lists the directory as it would have - and so is
+// own (invalidateLocked). The caller holds q.list.mu, with a valid index
+// and a watch.
+func (q *Queue) trimOwnLocked() {
+	c := &q.list
+	events, overflow, err := c.watch.Drain()
+	if err == nil && !overflow {
+		q.applyEvents(events)
+		return
+	}
+	if err != nil {
+		q.watchFailedLocked(err)
+	}
+	q.invalidateLocked()
+	q.notifyLocked() // events were lost: an armed consumer must look
 }
 
 func (q *Queue) unmarkOwn(file string) {

@@ -357,8 +357,10 @@ func (p *FSProvider) gwEnsureAct(ctx, lctx context.Context, rec *commitRecord) (
 
 // gwSweep is the recovery pass over the workflow queues: completions whose
 // writer died are finished, staged messages whose commit never happened
-// removed, old temporary files and orphan claims removed.
-func (p *FSProvider) gwSweep(ctx context.Context, stagedAge, tempAge time.Duration) error {
+// removed, old temporary files and orphan claims removed. Staged and
+// temporary files are looked for in every queue directory with all, else
+// in those this process keeps the index of (sweepsDir).
+func (p *FSProvider) gwSweep(ctx context.Context, stagedAge, tempAge time.Duration, all bool) error {
 	dirs, err := p.gwQueueDirs(true)
 	if err != nil {
 		return err
@@ -404,10 +406,14 @@ func (p *FSProvider) gwSweep(ctx context.Context, stagedAge, tempAge time.Durati
 		if err != nil {
 			return err
 		}
-		if err := p.gwSweepStaged(ctx, q, stagedAge); err != nil {
-			return err
+		sweep := q.SweepClaims
+		if sweepsDir(q, all) {
+			if err := p.gwSweepStaged(ctx, q, stagedAge); err != nil {
+				return err
+			}
+			sweep = q.Sweep
 		}
-		st, err := q.Sweep(ctx, tempAge)
+		st, err := sweep(ctx, tempAge)
 		if err != nil {
 			return err
 		}

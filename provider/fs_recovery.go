@@ -95,7 +95,9 @@ func (p *FSProvider) Recover(ctx context.Context) error {
 // age for staged files: a younger one most likely belongs to a commit its
 // writer is making right now. With wait (Recover) it waits for a checkpoint
 // another process (or goroutine) is running to finish, then checks every
-// record itself; without (the background sweep) it skips the records then.
+// record itself, and looks for staged and temporary files in every queue
+// directory; without (the background sweep) it skips the records then, and
+// looks only in the queues this process keeps an index of (sweepsDir).
 func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration, wait bool) error {
 	p.stats.sweeps.Add(1)
 	if err := p.checkpointOnce(ctx, false, wait); err != nil {
@@ -106,14 +108,38 @@ func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration, w
 	if err != nil {
 		return fmt.Errorf("finish work acks: %w", err)
 	}
-	if err := p.sweepStaged(ctx, max(stagedAge, 10*time.Second)); err != nil {
+	all := wait
+	var qs []*fsqueue.Queue
+	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
+		if sweepsDir(q, all) {
+			qs = append(qs, q)
+		}
+	}
+	if err := p.sweepStagedOf(ctx, max(stagedAge, 10*time.Second), qs); err != nil {
 		return fmt.Errorf("sweep staged messages: %w", err)
 	}
-	if err := p.gwSweep(ctx, max(stagedAge, 10*time.Second), time.Minute); err != nil {
+	if err := p.gwSweep(ctx, max(stagedAge, 10*time.Second), time.Minute, all); err != nil {
 		return fmt.Errorf("sweep workflow queues: %w", err)
 	}
-	return p.sweepTemps(time.Minute)
+	return p.sweepTemps(time.Minute, all)
 }
+
+// sweepsDir reports whether a recovery pass looks for staged and temporary
+// files in q's directory: with all (Recover, at Open) always, else (the
+// background sweep) only if this process keeps q's index (it fetches from
+// q: fsqueue.Queue.Indexed). There the index, kept current by the
+// directory watch, names them at a cost proportional to the changes since
+// the last look; in a process that does not fetch from q (an enqueuing
+// client) they would cost a listing of every queued message every
+// SweepInterval. A dead process's leftovers in q are removed by the
+// background sweep of any process that fetches from q, within
+// SweepInterval once they are old enough (10 s staged, a minute
+// temporary), or by the next Open; a queue that no process consumes keeps
+// them until one does, at a cost of disk space only: a staged file that a
+// logged commit names is published by the log's redo, not by this sweep.
+// The claims/ side (temporary files, orphan claims) is swept in every
+// pass, at a cost of the messages in flight (fsqueue.Queue.SweepClaims).
+func sweepsDir(q *fsqueue.Queue, all bool) bool { return all || q.Indexed() }
 
 // sweepStaged removes staged messages whose commit never happened: their
 // writer died after staging and before its commit point. A staged file
@@ -124,7 +150,12 @@ func (p *FSProvider) recoverPass(ctx context.Context, stagedAge time.Duration, w
 // pending mark is finished first (publishing what its record names), and
 // whatever staged file is left belongs to no commit.
 func (p *FSProvider) sweepStaged(ctx context.Context, minAge time.Duration) error {
-	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
+	return p.sweepStagedOf(ctx, minAge, []*fsqueue.Queue{p.orchQ, p.workQ})
+}
+
+// sweepStagedOf is sweepStaged of the queues qs (of orchQ and workQ).
+func (p *FSProvider) sweepStagedOf(ctx context.Context, minAge time.Duration, qs []*fsqueue.Queue) error {
+	for _, q := range qs {
 		staged, err := q.Staged()
 		if err != nil {
 			return err
@@ -278,11 +309,17 @@ func (p *FSProvider) removeStaged(q *fsqueue.Queue, name string) error {
 	return nil
 }
 
-// sweepTemps removes temporary files older than age left by killed writers.
-func (p *FSProvider) sweepTemps(age time.Duration) error {
+// sweepTemps removes temporary files older than age left by killed writers
+// (and orphan claims): in every queue directory with all, else in those
+// this process keeps the index of (sweepsDir), and in every claims/.
+func (p *FSProvider) sweepTemps(age time.Duration, all bool) error {
 	ctx := context.Background()
 	for _, q := range []*fsqueue.Queue{p.orchQ, p.workQ} {
-		st, err := q.Sweep(ctx, age)
+		sweep := q.SweepClaims
+		if sweepsDir(q, all) {
+			sweep = q.Sweep
+		}
+		st, err := sweep(ctx, age)
 		if err != nil {
 			return err
 		}
