@@ -16,53 +16,6 @@ import (
 	"github.com/durofs/durofs/internal/vfs"
 )
 
-// delayedOrchPassOpens enqueues n starts, fetches each one and abandons it
-// with a one-hour delay (nothing is due for an hour), then returns how many
-// files one FetchOrchestrationItem pass (poll timeout 0, which returns nil)
-// opens and how many flocks it takes.
-func delayedOrchPassOpens(t *testing.T, n int) (opens int64) {
-	t.Helper()
-	dir := t.TempDir()
-	cfs := vfs.Counting(vfs.NoFollow(dir, vfs.Perm{}))
-	p := openT(t, dir, Options{fs: cfs, Durability: ProcessCrashSafe, SweepInterval: -1, CheckpointInterval: -1})
-	ctx := context.Background()
-	for i := 0; i < n; i++ {
-		mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(fmt.Sprintf("d-%05d", i)), 0))
-	}
-	for i := 0; i < n; i++ {
-		it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
-		if err != nil || it == nil {
-			t.Fatalf("fetch %d: %v %v", i, it, err)
-		}
-		mustNoErr(t, p.AbandonOrchestrationItem(ctx, it.LockToken, time.Hour, false))
-	}
-	// Warm pass (fills caches), then the measured pass: nothing changed.
-	if it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil); err != nil || it != nil {
-		t.Fatalf("warm pass: %v %v", it, err)
-	}
-	before := cfs.Files().Opens
-	if it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil); err != nil || it != nil {
-		t.Fatalf("pass: %v %v", it, err)
-	}
-	return cfs.Files().Opens - before
-}
-
-// TestScaleOrchFetchPassWithDelayedAbandons: an abandon with a delay keeps
-// the message visible by its name (the delay lives in the instance's lease
-// state), so every fetch pass walks every such message and locks and reads
-// the lease of every such instance, although none is due. A poll that finds
-// nothing should cost the same with 100 or 800 delayed instances.
-func TestScaleOrchFetchPassWithDelayedAbandons(t *testing.T) {
-	small, large := 100, 800
-	a := delayedOrchPassOpens(t, small)
-	b := delayedOrchPassOpens(t, large)
-	t.Logf("files opened by one empty fetch pass: %d with %d delayed instances, %d with %d", a, small, b, large)
-	if b > 2*a+16 {
-		t.Errorf("an empty orchestrator fetch pass opens %d files with %d instances abandoned with a delay, %d with %d: O(delayed instances) per poll",
-			b, large, a, small)
-	}
-}
-
 // entryCountFS counts the directory entries its listings return (ScanDir
 // and ReadDirNames), on top of a CountingFS (whose WatchDir it keeps, so
 // queues can watch their directories as they do on the OS).
@@ -172,58 +125,5 @@ func TestScaleContinueAsNewAckGrowsWithExecutions(t *testing.T) {
 		small, ws, is, large, wl, il)
 	if wl > 2*ws {
 		t.Errorf("an ack of execution %d appends %d bytes to the log, of execution %d %d: per-ack cost O(executions ever run)", large, wl, small, ws)
-	}
-}
-
-// filteredOutPassOpens starts n instances, pins each to duroxide 9.0.0 with
-// its first ack, gives each a new visible message, and returns the files
-// one FetchOrchestrationItem pass opens with a capability filter that
-// accepts only 0.x (so nothing is fetched).
-func filteredOutPassOpens(t *testing.T, n int) int64 {
-	t.Helper()
-	dir := t.TempDir()
-	cfs := vfs.Counting(vfs.NoFollow(dir, vfs.Perm{}))
-	p := openT(t, dir, Options{fs: cfs, Durability: ProcessCrashSafe, SweepInterval: -1, CheckpointInterval: -1})
-	ctx := context.Background()
-	for i := 0; i < n; i++ {
-		mustNoErr(t, p.EnqueueForOrchestrator(ctx, startItem(fmt.Sprintf("f-%05d", i)), 0))
-	}
-	pin := SemVer{Major: 9}
-	for i := 0; i < n; i++ {
-		it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
-		if err != nil || it == nil {
-			t.Fatalf("fetch %d: %v %v", i, it, err)
-		}
-		m := md("TestOrch", "1.0.0")
-		m.PinnedDuroxideVersion = &pin
-		mustNoErr(t, p.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started(it.Item.Instance)}, nil, nil, m, nil))
-	}
-	for i := 0; i < n; i++ {
-		mustNoErr(t, p.EnqueueForOrchestrator(ctx, ExternalRaised{Instance: fmt.Sprintf("f-%05d", i), Name: "e", Data: "d"}, 0))
-	}
-	filter := &DispatcherCapabilityFilter{SupportedDuroxideVersions: []SemverRange{{Min: SemVer{}, Max: SemVer{Major: 0, Minor: 999}}}}
-	if it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, filter); err != nil || it != nil {
-		t.Fatalf("warm pass: %v %v", it, err)
-	}
-	before := cfs.Files().Opens
-	if it, err := p.FetchOrchestrationItem(ctx, 30*time.Second, 0, filter); err != nil || it != nil {
-		t.Fatalf("pass: %v %v", it, err)
-	}
-	return cfs.Files().Opens - before
-}
-
-// TestScaleOrchFetchPassWithFilteredOutInstances: a dispatcher whose
-// capability filter rejects the queued instances (a rolling upgrade: the
-// new runtime's dispatcher beside instances pinned to another duroxide
-// version) re-reads, uncached, every rejected instance's instance.json,
-// executions/ listing and state.json on every poll (filterAllows).
-func TestScaleOrchFetchPassWithFilteredOutInstances(t *testing.T) {
-	small, large := 100, 400
-	a := filteredOutPassOpens(t, small)
-	b := filteredOutPassOpens(t, large)
-	t.Logf("files opened by one empty filtered fetch pass: %d with %d rejected instances, %d with %d", a, small, b, large)
-	if b > 2*a+16 {
-		t.Errorf("an empty filtered fetch pass opens %d files with %d instances the filter rejects, %d with %d: O(rejected instances) per poll",
-			b, large, a, small)
 	}
 }
