@@ -197,8 +197,16 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 	}
 	now := clock.Ms(q.clock.Now())
 	var snap claimSnap
+	if q.deferred.len() > 0 {
+		// Changes of claims that defer messages are applied before the
+		// walk passes over them (see deferrals).
+		var err error
+		if snap, err = q.claimSnapshot(); err != nil {
+			return nil, err
+		}
+	}
 	var busy []Entry // claimable, but their lock was held when tried
-	for e, err := range q.Visible(now) {
+	for e, err := range q.Due(now) {
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +223,7 @@ func (q *Queue) ClaimNext(ctx context.Context, owner string, lockFor time.Durati
 		}
 		var cp *Claim
 		if q.hasClaim(e, snap) {
-			c, exists, err := q.cachedClaim(e, snap)
+			c, exists, err := q.cachedClaim(e, snap, now)
 			if err != nil {
 				return nil, err
 			}
@@ -325,6 +333,7 @@ func (q *Queue) tryClaim(ctx context.Context, e Entry, owner string, lockFor tim
 		cp = &old
 	}
 	if !claimable(e, cp, now) || (eligible != nil && !eligible(e, cp)) {
+		q.noteClaim(e, cp, now)
 		return nil, nil
 	}
 	// The body, before anything is written: a damaged file (which the
@@ -460,6 +469,7 @@ func (q *Queue) dropClaimsWatchLocked() {
 	c.watch, c.rewatch, c.setValid = nil, true, false
 	c.gen++
 	c.entries.reset()
+	q.deferred.reset() // changes of claims may have gone unseen
 }
 
 // watchedClaimSnapshotLocked lists claims/ anew for a watched cache (after
@@ -471,6 +481,7 @@ func (q *Queue) watchedClaimSnapshotLocked() (claimSnap, error) {
 	c.gen++
 	c.setValid = false
 	c.entries.reset()
+	q.deferred.reset() // changes of claims may have gone unseen
 	names, err := q.listClaimSet()
 	if err != nil {
 		return claimSnap{}, err
@@ -505,6 +516,7 @@ func (q *Queue) applyClaimEventsLocked(events []vfs.DirEvent) {
 		}
 		e, _ := parseName(name)
 		c.entries.remove(e)
+		q.deferred.drop(e) // learnt again from the claim if it still defers
 		switch {
 		case ev.Changed:
 		case ev.Added:
@@ -519,12 +531,19 @@ func (q *Queue) applyClaimEventsLocked(events []vfs.DirEvent) {
 // claims/ has not changed since the entry was known correct, else after an
 // Lstat (and a read if the file's identity changed); with a watch, from the
 // cache unless the watch reported a change of the file since it was read.
-// A corrupt claim is reported as absent.
-func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
+// A corrupt claim is reported as absent. A claim abandoned with a delay
+// that runs past nowMs defers its message (see deferrals): later passes
+// skip it without a look until then.
+func (q *Queue) cachedClaim(e Entry, snap claimSnap, nowMs int64) (Claim, bool, error) {
 	c := &q.claims
 	c.mu.Lock()
 	ce, ok := c.entries.get(e)
 	gen := c.gen
+	if ok && snap.watched {
+		// A change of the claim since it was read would have dropped the
+		// entry (applyClaimEventsLocked, under c.mu).
+		q.deferIfDelayed(e, ce, nowMs)
+	}
 	c.mu.Unlock()
 	if snap.watched {
 		if ok {
@@ -543,6 +562,7 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 		if c.gen == gen {
 			c.entries.maxItems = claimCacheItems
 			c.entries.put(e, ce)
+			q.deferIfDelayed(e, ce, nowMs)
 		}
 		c.mu.Unlock()
 		return ce.claim, ce.exists && !ce.corrupt, nil
@@ -579,7 +599,19 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap) (Claim, bool, error) {
 	c.entries.maxItems = claimCacheItems
 	c.entries.put(e, ce)
 	c.mu.Unlock()
+	q.deferIfDelayed(e, ce, nowMs)
 	return ce.claim, ce.exists && !ce.corrupt, nil
+}
+
+// deferIfDelayed defers e if its claim, as the pre-filter knows it, was
+// abandoned with a delay that runs past nowMs. With a watch of claims/ the
+// caller holds q.claims.mu and has checked that no drain ran since the
+// claim was read, so that the event of a later change, which drops the
+// deferral, cannot have been consumed before it is set.
+func (q *Queue) deferIfDelayed(e Entry, ce claimEntry, nowMs int64) {
+	if ce.exists && !ce.corrupt && ce.claim.Token == "" && ce.claim.State == "" && ce.claim.VisibleAtMs > nowMs {
+		q.deferred.set(e, ce.claim.VisibleAtMs, nowMs)
+	}
 }
 
 // readClaim reads claims/<name>.json. A missing file is (Claim{}, false, nil);
@@ -635,6 +667,7 @@ func (q *Queue) writeClaim(name string, c Claim) error {
 		if err := vfs.WriteFile(q.fsys, path, data); err != nil {
 			return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 		}
+		q.notedClaim(name, &c)
 		return nil
 	}
 	done, err := vfs.Overwrite(q.fsys, path, data, func() error { return q.fsys.Touch(q.claimsDir) })
@@ -644,7 +677,21 @@ func (q *Queue) writeClaim(name string, c Claim) error {
 	if err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)
 	}
+	q.notedClaim(name, &c)
 	return nil
+}
+
+// notedClaim is noteClaim of message name's claim c just written or
+// removed (nil).
+func (q *Queue) notedClaim(name string, c *Claim) {
+	e, ok := parseName(name)
+	switch {
+	case !ok:
+	case c == nil || c.Token != "" || c.State != "" || c.VisibleAtMs == 0:
+		q.deferred.drop(e) // no clock read: ClaimNext's reads are counted
+	default:
+		q.noteClaim(e, c, clock.Ms(q.clock.Now()))
+	}
 }
 
 // ClaimGuard gives access to one message's claim while its lock is held;

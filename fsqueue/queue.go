@@ -147,9 +147,11 @@ type Queue struct {
 	log       *slog.Logger
 	opts      Options
 
-	list   listCache
-	msgs   msgCache
-	claims claimCache
+	list     listCache
+	msgs     msgCache
+	claims   claimCache
+	deferred deferrals
+	removals removalGens
 
 	linkWarn   sync.Mutex // guards linkWarnAt (see symlink.go)
 	linkWarnAt time.Time
@@ -662,6 +664,7 @@ func (q *Queue) DeleteClaim(name string) error {
 	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
 	}
+	q.notedClaim(name, nil)
 	return nil
 }
 
@@ -672,10 +675,12 @@ func (q *Queue) forget(name string) {
 		return
 	}
 	q.msgs.drop(e)
+	q.deferred.drop(e)
 	q.list.mu.Lock()
 	if q.list.idx != nil {
 		q.list.idx.remove(e)
 	}
+	q.removals.bumpLocked(e.Route)
 	q.list.mu.Unlock()
 }
 
@@ -808,13 +813,16 @@ const (
 // sees changes other calls applied meanwhile; no entry is yielded twice. A claim may still
 // delay a message further (see [Claim]); Visible judges the name only. An
 // error ends the iteration (yielded with a zero Entry).
-func (q *Queue) Visible(nowMs int64) iter.Seq2[Entry, error] {
+func (q *Queue) Visible(nowMs int64) iter.Seq2[Entry, error] { return q.walk(nowMs, false) }
+
+// walk is Visible, or [Queue.Due] if due.
+func (q *Queue) walk(nowMs int64, due bool) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		var from Entry
 		hasFrom := false
 		buf := make([]Entry, 0, firstPage)
 		for {
-			page, err := q.page(nowMs, from, hasFrom, !hasFrom, buf[:0])
+			page, last, more, err := q.page(nowMs, from, hasFrom, !hasFrom, due, buf[:0])
 			if err != nil {
 				yield(Entry{}, err)
 				return
@@ -824,10 +832,10 @@ func (q *Queue) Visible(nowMs int64) iter.Seq2[Entry, error] {
 					return
 				}
 			}
-			if len(page) < cap(page) {
+			if !more {
 				return
 			}
-			from, hasFrom = page[len(page)-1], true
+			from, hasFrom = last, true
 			if cap(buf) < nextPage {
 				buf = make([]Entry, 0, nextPage)
 			}
@@ -840,17 +848,45 @@ func (q *Queue) Visible(nowMs int64) iter.Seq2[Entry, error] {
 func (q *Queue) All() iter.Seq2[Entry, error] { return q.Visible(math.MaxInt64) }
 
 // page copies out a page of visible entries after from, bringing the index
-// up to date first if refresh or if it was dropped.
-func (q *Queue) page(nowMs int64, from Entry, hasFrom, refresh bool, out []Entry) ([]Entry, error) {
+// up to date first if refresh or if it was dropped; with due, entries
+// deferred past nowMs are left out (see deferrals). last is the last entry
+// it looked at and more whether there may be more after it.
+func (q *Queue) page(nowMs int64, from Entry, hasFrom, refresh, due bool, out []Entry) (_ []Entry, last Entry, more bool, err error) {
 	c := &q.list
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if refresh || c.idx == nil {
 		if err := q.refreshLocked(); err != nil {
-			return nil, err
+			return nil, Entry{}, false, err
 		}
 	}
-	return c.idx.visible(nowMs, from, hasFrom, out), nil
+	if !due || q.deferred.len() == 0 {
+		out = c.idx.visible(nowMs, from, hasFrom, out)
+		if len(out) == 0 {
+			return out, Entry{}, false, nil
+		}
+		return out, out[len(out)-1], len(out) == cap(out), nil
+	}
+	d := &q.deferred
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	scratch := make([]Entry, 0, cap(out))
+	for {
+		scratch = c.idx.visible(nowMs, from, hasFrom, scratch[:0])
+		for _, e := range scratch {
+			if d.dueLocked(e, nowMs) {
+				out = append(out, e)
+			}
+		}
+		if len(scratch) < cap(scratch) {
+			return out, Entry{}, false, nil
+		}
+		from, hasFrom = scratch[len(scratch)-1], true
+		if len(out) == cap(out) {
+			return out, from, true, nil
+		}
+		scratch = scratch[:0:min(cap(scratch), cap(out)-len(out))]
+	}
 }
 
 // List returns every message's entry in name (FIFO) order: a copy of the
@@ -923,7 +959,12 @@ func (q *Queue) quiet(nowMs int64, arm bool) (untilMs int64, quiet bool, err err
 	// which then calls Notify - after this call, so the caller wakes.
 	at := c.idx.earliest()
 	if at <= nowMs {
-		return at, false, nil
+		// Visible by name: quiet only if all of that is deferred.
+		until, quiet := q.quietUntilLocked(nowMs)
+		if !quiet {
+			return at, false, nil
+		}
+		at = until
 	}
 	if arm && !c.armed {
 		c.armed = true
@@ -1081,6 +1122,7 @@ func (q *Queue) invalidateLocked() {
 	c.valid = false
 	c.idx, c.side = nil, nil
 	clear(c.own) // the listing that rebuilds the index forgets them too
+	q.removals.epochLocked()
 }
 
 // relistLocked builds the index from a listing of the directory, streamed
@@ -1089,6 +1131,8 @@ func (q *Queue) invalidateLocked() {
 func (q *Queue) relistLocked(t0, mtime time.Time) error {
 	c := &q.list
 	c.idx, c.valid, c.side = nil, false, nil
+	// Removals since the last look may be unknown.
+	q.removals.epochLocked()
 	clear(c.own) // their events may be gone with the old index's
 	var b builder
 	side := map[string]struct{}{}
@@ -1203,6 +1247,8 @@ func (q *Queue) applyEvents(events []vfs.DirEvent) {
 		}
 		x.remove(e)
 		q.msgs.drop(e)
+		q.deferred.drop(e)
+		q.removals.bumpLocked(e.Route)
 	}
 }
 
@@ -1353,4 +1399,5 @@ func (q *Queue) Invalidate() {
 	q.claims.gen++
 	q.claims.entries.reset()
 	q.claims.mu.Unlock()
+	q.deferred.reset()
 }

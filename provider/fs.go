@@ -185,6 +185,9 @@ type FSProvider struct {
 	held heldSet
 	// peers is the instance locks its fetches found held elsewhere (fs_held.go).
 	peers peerSet
+	// rejected is the pins that capability filters of its fetch passes
+	// rejected (fs_pins.go).
+	rejected rejectedPins
 }
 
 var _ Provider = (*FSProvider)(nil)

@@ -175,7 +175,9 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 	// Only messages visible by their name are candidates: an abandon may
 	// delay a message further (lease state), never make it visible earlier.
 	// The queue's index skips not-yet-due messages (timers) block by block,
-	// so the cost of this walk does not grow with them. Which instance a
+	// so the cost of this walk does not grow with them; and messages that an
+	// abandon delayed, which this process deferred (deferDelayed), are
+	// passed over without a read until their time. Which instance a
 	// message is for is in its body: read through the queue's cache for
 	// each message the walk meets (usually the first one).
 	tried := map[string]bool{}
@@ -183,7 +185,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 	// failed is the first instance's error: returned only if no other
 	// instance can be served (one failing instance never blocks the queue).
 	var failed error
-	for e, err := range p.orchQ.Visible(p.nowMs()) {
+	for e, err := range p.orchQ.Due(p.nowMs()) {
 		if err != nil {
 			return nil, Retryablef(op, err, "list orchestrator queue: %v", err)
 		}
@@ -206,7 +208,7 @@ func (p *FSProvider) tryFetchOrchestration(ctx context.Context, lockTimeout time
 		// The capability filter is applied before locking (and before any
 		// history is read), on the current execution's pinned version.
 		if filter != nil {
-			ok, err := p.filterAllows(key, filter)
+			ok, err := p.filterAllowsCached(key, filter)
 			if err != nil {
 				p.log.Warn("durofs: capability filter check failed", "instance", instance, "err", err)
 				continue
@@ -385,21 +387,58 @@ func (p *FSProvider) fetchBusy(ctx context.Context, m queued, wait, lockTimeout 
 }
 
 // filterAllows reports whether the instance's current execution is
-// compatible with filter. No instance, no execution or no pin: compatible.
+// compatible with filter, as its files say now. No instance, no execution
+// or no pin: compatible.
 func (p *FSProvider) filterAllows(key string, filter *DispatcherCapabilityFilter) (bool, error) {
+	v, pinned, err := p.currentPin(key)
+	if err != nil || !pinned {
+		return true, err
+	}
+	return filter.IsCompatible(v), nil
+}
+
+// currentPin reads the pinned duroxide version of instance key's current
+// execution; pinned is false if it has none (no instance, no execution, no
+// pin, or one that does not parse).
+func (p *FSProvider) currentPin(key string) (v SemVer, pinned bool, err error) {
 	exec, err := p.latestExecution(key)
 	if err != nil || exec == 0 {
-		return true, err
+		return SemVer{}, false, err
 	}
 	ef, err := p.readExecutionFile(key, exec)
 	if err != nil || ef == nil || ef.Pinned == nil {
+		return SemVer{}, false, err
+	}
+	v, err = ParseSemVer(*ef.Pinned)
+	if err != nil {
+		return SemVer{}, false, nil
+	}
+	return v, true, nil
+}
+
+// filterAllowsCached is filterAllows for a fetch pass, which decides on it
+// only which instances to look at (fetchLocked checks again, under the
+// flock, on the files): a pin that rejected the instance is kept
+// (rejectedPins) for as long as none of the instance's messages left the
+// orchestrator queue, so that a dispatcher whose filter rejects many
+// queued instances does not read each one's files on every pass.
+func (p *FSProvider) filterAllowsCached(key string, filter *DispatcherCapabilityFilter) (bool, error) {
+	gen, err := p.orchQ.RemovalGen(key)
+	if err != nil {
+		return p.filterAllows(key, filter)
+	}
+	if v, ok := p.rejected.get(key, gen); ok {
+		return filter.IsCompatible(v), nil
+	}
+	v, pinned, err := p.currentPin(key)
+	if err != nil || !pinned {
 		return true, err
 	}
-	v, err := ParseSemVer(*ef.Pinned)
-	if err != nil {
+	if filter.IsCompatible(v) {
 		return true, nil
 	}
-	return filter.IsCompatible(v), nil
+	p.rejected.put(key, gen, v)
+	return false, nil
 }
 
 // fetchLocked runs under the instance flock. Everything that can fail is
@@ -461,6 +500,9 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 			batch = append(batch, name)
 		}
 	}
+	// Messages an abandon delayed (this process's or another's): later
+	// passes skip them until then without a look.
+	p.deferDelayed(key, entries, st.Delayed, nowMs)
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -540,7 +582,8 @@ func (p *FSProvider) fetchLocked(ctx context.Context, g *lease.Guard, key, insta
 			return nil, nil
 		}
 	}
-	// Re-check the filter under the flock: the pin may have changed since.
+	// Re-check the filter under the flock, on what the files say now (not
+	// the pass's cache): the pin may have changed since.
 	if filter != nil {
 		if ok, err := p.filterAllows(key, filter); err != nil || !ok {
 			return nil, nil
@@ -804,8 +847,41 @@ func (p *FSProvider) AbandonOrchestrationItem(ctx context.Context, lockToken str
 		return Retryablef(op, err, "write lease: %v", err)
 	}
 	failpoint.Hit("abandon.after_lease_write")
+	if delay > 0 {
+		p.deferDelayed(key, entries, st.Delayed, nowMs)
+	}
 	p.notify(wakeOrch)
 	return nil
+}
+
+// deferDelayed tells the orchestrator queue of the messages of instance key
+// among entries (its route's) that are visible by their names but that
+// delayed (the Delayed of its lease state, read or written under its
+// flock at nowMs) holds back, so that fetch passes of this process skip
+// them without a look until then (fsqueue.Queue.Defer). Only a fetch of a
+// batch clears a message's delay, and a message is fetched only once it is
+// due, so the deferral never outlasts the delay; after a power loss the
+// lease state may lose the delay, and then other processes deliver the
+// message early, this one in time. A message of another instance that
+// shares the route is left alone: its own lease says when it is due.
+func (p *FSProvider) deferDelayed(key string, entries []fsqueue.Entry, delayed map[string]int64, nowMs int64) {
+	if len(delayed) == 0 {
+		return
+	}
+	for _, e := range entries {
+		if e.VisibleAtMs > nowMs {
+			continue
+		}
+		name := e.Name()
+		at, ok := delayed[name]
+		if !ok || at <= nowMs {
+			continue
+		}
+		if m, ok, err := readQueued(p.orchQ, e); err != nil || !ok || m.Attrs[attrKey] != key {
+			continue
+		}
+		p.orchQ.Defer(name, at)
+	}
 }
 
 // RenewOrchestrationItemLock implements Provider.
