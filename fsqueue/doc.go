@@ -214,7 +214,10 @@
 // for sweepers that keep no index. Message bodies are read only by [Queue.Get] and
 // [Queue.Header] (which fetches use for the messages they hand out or must
 // inspect), through a cache bounded in entries and bytes; parsed claims are
-// cached the same way (bounded).
+// cached the same way (bounded). Deferrals (deferred.go): a claim abandoned
+// with a delay, or a [Queue.Defer], hides a message from [Queue.Due] in this
+// process until its time, without any read; the deferral is dropped on any
+// change of the claim seen through this Queue or its claims/ watch.
 //
 // On Linux a directory watch (inotify) reports every process's changes,
 // which are applied to the index (cost proportional to the changes); the
