@@ -128,9 +128,11 @@ const (
 	// or deletion group) or an acked work-item claim whose apply did not
 	// finish. Repaired by applying it (the provider's redo). Also: a
 	// history missing committed records that the write-ahead log still
-	// holds (repaired by appending them from the log), and log records not
+	// holds (repaired by appending them from the log), log records not
 	// yet replayed after a reboot (repaired by replaying the log, as a
-	// provider's Open does, before the check).
+	// provider's Open does, before the check), and, while that replay is
+	// due, a damaged history line whose record the log holds (the replay
+	// rewrites it).
 	FsckPendingCommit = "pending_commit"
 	// FsckStuckCommit: a committed change that could not be applied: moved
 	// out of the write-ahead log into unapplied/ (parked), or still pending
@@ -903,6 +905,12 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 		// A link in place of the history: the symlink finding reports
 		// it (a repair moves it away); here it holds no record.
 		e.histOK = true
+	case errors.As(err, &ce) && r.replayRewrites(key, id, len(scan.Records)):
+		// Until the replay the files may hold anything where the applies
+		// of the log's records wrote; the replay rewrites it.
+		r.add(FsckPendingCommit, SeverityWarning, hp, "line %d (offset %d): %s; %d valid record(s) before it; the write-ahead log holds its record, which the replay due rewrites",
+			ce.Line, ce.Offset, ce.Reason, len(scan.Records)).Action =
+			"fsck --repair (or the first durofs process to open the directory alone) replays the log, which rewrites the line from its record"
 	case errors.As(err, &ce):
 		r.add(FsckCorruptRecord, SeverityError, hp, "line %d (offset %d): %s; %d valid record(s) before it, nothing after it can be read",
 			ce.Line, ce.Offset, ce.Reason, len(scan.Records)).Action =
@@ -1009,6 +1017,21 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 		}
 	}
 	return e
+}
+
+// replayRewrites reports whether a replay is due and the log holds the
+// append of record i (from 0) of execution exec of key: the replay writes
+// that record again, whatever the file holds in its place.
+func (r *fsckRun) replayRewrites(key string, exec uint64, i int) bool {
+	if !r.replayDue {
+		return false
+	}
+	for _, s := range r.loggedHistory(key, exec) {
+		if s.base <= i && i < s.base+len(s.recs) {
+			return true
+		}
+	}
+	return false
 }
 
 // beyondCommitted says, if state.json is known, that a torn tail follows
