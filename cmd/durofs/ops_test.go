@@ -858,3 +858,42 @@ func TestFsckBesideLiveWorkers(t *testing.T) {
 func msgName(id string, vis int64, key string) string {
 	return fsqueue.Entry{ID: ulid.MustParseStrict(id), VisibleAtMs: vis, Route: fsqueue.RouteOf(key)}.Name()
 }
+
+// TestDeleteWithoutForceRefusesAFirstTurnInFlight: "durofs delete" says "A
+// running instance is refused unless --force". An instance whose first turn
+// a live worker is executing (its start fetched, its lease held, no turn
+// acked yet, so no instance record) is running: delete without --force
+// refuses it (exit 1), and the worker's ack of the turn succeeds. (The CLI
+// falls back to DeleteInstancesAtomic for an id without a record, which
+// deleted it: the start message the client's start_orchestration was
+// acknowledged for was gone, and the ack failed with Invalid lock token.)
+func TestDeleteWithoutForceRefusesAFirstTurnInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildDurofs(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	p, err := provider.Open(dir, provider.Options{SweepInterval: -1, Logger: quietLogger()}) // a live worker
+	must(t, err)
+	defer p.Close()
+	v := "1.0.0"
+	must(t, p.EnqueueForOrchestrator(ctx, provider.StartOrchestration{Instance: "first", Orchestration: "O", Input: "{}", Version: &v, ExecutionID: 1}, 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %v %v", it, err)
+	}
+
+	r := runCLI(t, bin, nil, "delete", "first", "--dir", dir)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "still running") {
+		t.Errorf("durofs delete (no --force) of an instance whose first turn is running: exit %d, want %d (refused, \"still running\")\nstdout: %s\nstderr: %s",
+			r.code, exitFailure, r.stdout, r.stderr)
+	}
+	name, ver := "O", "1.0.0"
+	ev := provider.Event{EventID: 1, InstanceID: "first", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
+		Kind: provider.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"}}
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, 1, []provider.Event{ev}, nil, nil,
+		provider.ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &ver}, nil); err != nil {
+		t.Errorf("the running first turn's ack after durofs delete without --force: %v", err)
+	}
+}

