@@ -134,12 +134,14 @@ const (
 	// due, a damaged history line whose record the log holds (the replay
 	// rewrites it).
 	FsckPendingCommit = "pending_commit"
-	// FsckStuckCommit: a committed change that could not be applied: moved
-	// out of the write-ahead log into unapplied/ (parked), or still pending
-	// in the log MinAge after its commit. Its instance is not served until
-	// it is applied (see StuckCommits). Repaired by applying it, which
-	// works once its cause (an unwritable or failing file) is gone; the
-	// finding's action then says what still fails.
+	// FsckStuckCommit: a committed change that was not applied: moved out
+	// of the write-ahead log into unapplied/ (parked: its apply failed), or
+	// still pending in the log MinAge after its commit (its writer was
+	// killed after its commit point, or its apply fails). Its instance is
+	// not served until it is applied (see StuckCommits). Repaired by
+	// applying it, which works at once for a killed writer's and, for one
+	// whose apply fails, once the cause (an unwritable or failing file) is
+	// gone; the finding's action then says what still fails.
 	FsckStuckCommit = "stuck_commit"
 	// FsckCounterDrift: instance.json's executions, total_events, status,
 	// completed_at or current execution, or a state.json's event_count or
@@ -868,13 +870,18 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 	var f *FsckFinding
 	// (A record without a commit time is not judged by its age.)
 	if age := r.now.Sub(time.UnixMilli(lr.rec.CommittedMs)); lr.parked || (lr.rec.CommittedMs > 0 && age >= r.opts.MinAge) {
-		where := "still in the write-ahead log"
+		// A parked record's apply failed (a checkpoint parks only those);
+		// one still in the log may be a killed writer's that nothing has
+		// tried to apply since.
+		where, why := "still in the write-ahead log", "not applied yet (its writer was killed after committing it, or its apply fails)"
+		action := "fsck --repair applies it (as do the next fetch of the instance and every checkpoint); if its apply fails, fix what it fails on (durofs processes log the error; fsck --repair shows it)"
 		if lr.parked {
-			where = "moved out of the write-ahead log to " + r.rel(r.p.parkedPath(key, lr.lsn, lr.rec.CommitID))
+			where, why = "moved out of the write-ahead log to "+r.rel(r.p.parkedPath(key, lr.lsn, lr.rec.CommitID)), "its apply failed"
+			action = "fix what its apply fails on (durofs processes log the error; fsck --repair tries it and shows it); every checkpoint retries it"
 		}
-		f = r.add(FsckStuckCommit, SeverityError, path, "instance %q: %s %s after its commit (%s): its apply fails, and the instance is not served until it can be applied",
-			instanceOf(key, lr.rec), describeCommit(lr.rec), age.Round(time.Second), where)
-		f.Action = "fix what its apply fails on (durofs processes log the error; fsck --repair tries it and shows it); every checkpoint retries it"
+		f = r.add(FsckStuckCommit, SeverityError, path, "instance %q: %s %s after its commit (%s): %s, and the instance is not served until it is applied",
+			instanceOf(key, lr.rec), describeCommit(lr.rec), age.Round(time.Second), where, why)
+		f.Action = action
 	} else {
 		f = r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(lr.rec))
 		f.Action = "fsck --repair (or any durofs process's recovery) applies it"

@@ -147,7 +147,7 @@ func printFsck(w io.Writer, rep provider.FsckReport, remaining int) {
 // provider's FsckXxx documentation); only these earn a --repair hint.
 var repairable = map[string]bool{
 	provider.FsckUnparseable: true, provider.FsckTornTail: true, provider.FsckPendingCommit: true,
-	provider.FsckCounterDrift: true, provider.FsckTempFile: true, provider.FsckStagedOrphan: true,
+	provider.FsckStuckCommit: true, provider.FsckCounterDrift: true, provider.FsckTempFile: true, provider.FsckStagedOrphan: true,
 	provider.FsckOrphanClaim: true, provider.FsckSymlink: true, provider.FsckStrayInstance: true,
 	provider.FsckChildIndex: true,
 }
