@@ -164,6 +164,10 @@ type FSProvider struct {
 
 	// wal is the write-ahead log every commit is appended to (fs_wal.go).
 	wal *wal.Log
+	// emptyStaged are the empty staged files of dead writers that openLog
+	// removed, having the directory alone (paths; a repairing Fsck reports
+	// them).
+	emptyStaged []string
 
 	// durableDirs are directories whose entries mkdirDurable made durable.
 	durableDirs sync.Map
@@ -236,6 +240,43 @@ const queueVersion = 3
 // a FORMAT file) nor empty is refused with an error wrapping
 // ErrNotDurofsDir, and left as it is.
 func Open(dir string, opts Options) (*FSProvider, error) {
+	p, err := openLogged(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if err := p.Recover(rctx); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
+	}
+	if n := p.stuckCount(); n > 0 {
+		p.log.Error("durofs: open: committed changes cannot be applied; their instances are not served until they can be (see StuckCommits, durofs fsck)", "dir", dir, "count", n)
+	}
+	interval := opts.SweepInterval
+	if interval == 0 {
+		interval = 2 * time.Second
+	}
+	if interval > 0 {
+		p.wg.Add(1)
+		go p.sweepLoop(interval)
+	}
+	ckpt := opts.CheckpointInterval
+	if ckpt == 0 {
+		ckpt = time.Second
+	}
+	if ckpt > 0 {
+		p.wg.Add(1)
+		go p.checkpointLoop(ckpt)
+	}
+	return p, nil
+}
+
+// openLogged is Open up to its recovery: the directory's layout and queues,
+// and its write-ahead log opened as this process's registration (openLog:
+// a process that has the directory alone has replayed it if due). It starts
+// no background work. A repairing Fsck opens a directory this way too.
+func openLogged(dir string, opts Options) (*FSProvider, error) {
 	if err := opts.checkModes(); err != nil {
 		return nil, fmt.Errorf("durofs: open %s: %w", dir, err)
 	}
@@ -272,31 +313,6 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		_ = p.workQ.Close()
 		return nil, err
 	}
-	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer rcancel()
-	if err := p.Recover(rctx); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("durofs: open %s: recovery: %w", dir, err)
-	}
-	if n := p.stuckCount(); n > 0 {
-		p.log.Error("durofs: open: committed changes cannot be applied; their instances are not served until they can be (see StuckCommits, durofs fsck)", "dir", dir, "count", n)
-	}
-	interval := opts.SweepInterval
-	if interval == 0 {
-		interval = 2 * time.Second
-	}
-	if interval > 0 {
-		p.wg.Add(1)
-		go p.sweepLoop(interval)
-	}
-	ckpt := opts.CheckpointInterval
-	if ckpt == 0 {
-		ckpt = time.Second
-	}
-	if ckpt > 0 {
-		p.wg.Add(1)
-		go p.checkpointLoop(ckpt)
-	}
 	return p, nil
 }
 
@@ -329,7 +345,7 @@ func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
 		// Alone: no writer is alive, so an empty staged file is a dead
 		// writer's (tornStaged leaves them to this). Before Ready: no
 		// other process can start writing meanwhile.
-		if err := p.removeEmptyStaged(); err != nil {
+		if p.emptyStaged, err = p.removeEmptyStaged(); err != nil {
 			p.log.Warn("durofs: open: empty staged files of dead writers stay", "dir", p.dir, "err", err)
 		}
 	}

@@ -379,10 +379,13 @@ const maxTreeWalks = 5
 // child of a member that is not a member (ErrNotAllowed).
 var errChildOutsideSet = fmt.Errorf("%w: a child is not in the deleted set", ErrNotAllowed)
 
-// DeleteInstancesAtomic implements Admin: all of ids, or nothing. It holds
-// the instances' flocks from before its commit through its apply, and
-// passes the claim lock of each of their pending work items, one at a time,
-// before its commit (fs_deleting.go).
+// DeleteInstancesAtomic implements Admin: all of ids, or nothing. Without
+// force it refuses (ErrInstanceRunning) an id whose current execution is
+// Running, and an id without an instance record whose first turn a live
+// fetch holds (its lease held, nothing acked yet). It holds the instances'
+// flocks from before its commit through its apply, and passes the claim
+// lock of each of their pending work items, one at a time, before its
+// commit (fs_deleting.go).
 func (p *FSProvider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (DeleteInstanceResult, error) {
 	const op = "delete_instances_atomic"
 	if err := checkInstanceIDs(op, ids...); err != nil {
@@ -487,6 +490,14 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, unstarted m
 			return res, false, nil, storageErrf(op, err, "%v", err)
 		}
 		if f == nil {
+			// No record yet. A lease held means a live fetch took its start:
+			// its first turn is running, and its start was acknowledged to
+			// its client. (A member's unstarted child goes with it.)
+			if _, child := unstarted[keyOf[k]]; !force && !child {
+				if l, _, err := guards[k].Read(); err == nil && l.HeldAt(p.nowMs()) {
+					return res, false, nil, Permanentf(op, ErrInstanceRunning, "Instance %s is still running (its first turn, fetched by %s, is not acked yet); use force to delete it", keyOf[k], l.Owner)
+				}
+			}
 			continue
 		}
 		files[k] = f

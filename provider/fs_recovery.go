@@ -257,33 +257,37 @@ func (p *FSProvider) tornStaged(q *fsqueue.Queue, name string, minAge time.Durat
 	return err == nil && fi.Size() > 0 && time.Since(fi.ModTime()) >= minAge
 }
 
-// removeEmptyStaged removes the empty staged files of every queue. Only a
-// process that has the log alone (before Ready) calls it: no writer is
-// alive then, so none is between its create and its write.
-func (p *FSProvider) removeEmptyStaged() error {
+// removeEmptyStaged removes the empty staged files of every queue and
+// returns their paths (those removed before an error too). Only a process
+// that has the log alone (before Ready) calls it: no writer is alive then,
+// so none is between its create and its write.
+func (p *FSProvider) removeEmptyStaged() ([]string, error) {
 	qs := []*fsqueue.Queue{p.orchQ, p.workQ}
 	err := p.gwEachQueue(func(_ string, _ bool, q *fsqueue.Queue) error {
 		qs = append(qs, q)
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var removed []string
 	for _, q := range qs {
 		staged, err := q.Staged()
 		if err != nil {
-			return err
+			return removed, err
 		}
 		for _, sf := range staged {
-			fi, err := p.fs.Lstat(filepath.Join(q.Dir(), ".staged-"+sf.Name+".json"))
+			path := filepath.Join(q.Dir(), ".staged-"+sf.Name+".json")
+			fi, err := p.fs.Lstat(path)
 			if err == nil && fi.Size() == 0 {
 				if err := p.removeStaged(q, sf.Name); err != nil {
-					return err
+					return removed, err
 				}
+				removed = append(removed, path)
 			}
 		}
 	}
-	return nil
+	return removed, nil
 }
 
 // claimLockBusy reports whether err is a bounded wait for a claim lock

@@ -63,6 +63,7 @@ import (
 	"github.com/durofs/durofs/history"
 	"github.com/durofs/durofs/internal/vfs"
 	"github.com/durofs/durofs/lease"
+	"github.com/durofs/durofs/wal"
 )
 
 // FsckOptions configure Fsck.
@@ -127,16 +128,20 @@ const (
 	// or deletion group) or an acked work-item claim whose apply did not
 	// finish. Repaired by applying it (the provider's redo). Also: a
 	// history missing committed records that the write-ahead log still
-	// holds (repaired by appending them from the log), and log records not
+	// holds (repaired by appending them from the log), log records not
 	// yet replayed after a reboot (repaired by replaying the log, as a
-	// provider's Open does, before the check).
+	// provider's Open does, before the check), and, while that replay is
+	// due, a damaged history line whose record the log holds (the replay
+	// rewrites it).
 	FsckPendingCommit = "pending_commit"
-	// FsckStuckCommit: a committed change that could not be applied: moved
-	// out of the write-ahead log into unapplied/ (parked), or still pending
-	// in the log MinAge after its commit. Its instance is not served until
-	// it is applied (see StuckCommits). Repaired by applying it, which
-	// works once its cause (an unwritable or failing file) is gone; the
-	// finding's action then says what still fails.
+	// FsckStuckCommit: a committed change that was not applied: moved out
+	// of the write-ahead log into unapplied/ (parked: its apply failed), or
+	// still pending in the log MinAge after its commit (its writer was
+	// killed after its commit point, or its apply fails). Its instance is
+	// not served until it is applied (see StuckCommits). Repaired by
+	// applying it, which works at once for a killed writer's and, for one
+	// whose apply fails, once the cause (an unwritable or failing file) is
+	// gone; the finding's action then says what still fails.
 	FsckStuckCommit = "stuck_commit"
 	// FsckCounterDrift: instance.json's executions, total_events, status,
 	// completed_at or current execution, or a state.json's event_count or
@@ -245,9 +250,13 @@ func (r FsckReport) Clean() bool { return len(r.Remaining()) == 0 }
 // as not repaired, and new findings are added. A repair never removes a
 // committed record: lost committed history stays an FsckHistoryLoss error,
 // and what a repair takes away is moved to <dir>/quarantine/ with a
-// manifest (see the top of fsck.go). If the machine booted since a process
-// last opened the directory, a repair first replays the write-ahead log as
-// a provider's Open does.
+// manifest (see the top of fsck.go). A repair registers as a process of the
+// directory, as a provider's Open does, for as long as it runs; if no other
+// process has the directory open, it first does what the first process to
+// open it alone does: it removes the empty staged files of dead writers
+// and, if the machine booted or a sync failed since, replays the
+// write-ahead log. Beside live processes it never removes an empty staged
+// file (a stopped writer's, which it may still publish).
 func Fsck(ctx context.Context, dir string, opts FsckOptions) (FsckReport, error) {
 	return fsck(ctx, dir, opts, Options{})
 }
@@ -286,28 +295,39 @@ func fsck(ctx context.Context, dir string, opts FsckOptions, popts Options) (Fsc
 		}
 	}
 	popts.Logger, popts.SweepInterval, popts.CheckpointInterval = opts.Logger, -1, -1
+	var regErr error
+	if opts.Repair {
+		// Registered before the check: no process that opens the directory
+		// meanwhile has it alone, so none takes fsck's writes for a dead
+		// writer's leftovers (or replays beside them).
+		var reg *FSProvider
+		var found []FsckFinding
+		reg, found, regErr = registerForRepair(dir, popts)
+		if reg != nil {
+			defer func() {
+				if err := reg.Close(); err != nil {
+					opts.Logger.Warn("durofs fsck: close", "dir", dir, "err", err)
+				}
+			}()
+		}
+		if regErr != nil {
+			// Damage the check reports (a planted link in wal/, say):
+			// repair as beside live processes.
+			opts.Logger.Warn("durofs fsck: cannot register as a process of the directory; repairing only under writers' locks", "dir", dir, "err", regErr)
+		}
+		rep.Findings = append(rep.Findings, found...)
+	}
 	p, err := openUnrecovered(dir, popts)
 	if err != nil {
 		return rep, fmt.Errorf("durofs fsck: %w", err)
 	}
-	if opts.Repair && p.wal.RebootedSinceUse() {
-		// The files may lack what the log holds since its checkpoint until
-		// a process that has the directory alone replays it: do that first
-		// (as any process's Open does), so the check sees what was
-		// committed.
-		p.Close()
-		if f, err := replayBeforeFsck(dir, popts); err != nil {
-			return rep, fmt.Errorf("durofs fsck: %w", err)
-		} else if f != nil {
-			rep.Findings = append(rep.Findings, *f)
-		}
-		if p, err = openUnrecovered(dir, popts); err != nil {
-			return rep, fmt.Errorf("durofs fsck: %w", err)
-		}
-	}
 	defer p.Close()
+	if regErr != nil && p.wal.RebootedSinceUse() {
+		return rep, fmt.Errorf("durofs fsck: the write-ahead log is due a replay (the machine booted since a process last opened the directory), which needs the directory opened as a process: %w", regErr)
+	}
 
 	run := newFsckRun(p, opts, opts.Repair)
+	run.regErr = regErr
 	if err := run.scan(ctx); err != nil {
 		return rep, err
 	}
@@ -347,24 +367,57 @@ func fsck(ctx context.Context, dir string, opts FsckOptions, popts Options) (Fsc
 
 func findingKey(f FsckFinding) string { return f.Kind + "\x00" + f.Path }
 
-// replayBeforeFsck opens the directory as a provider does, which replays
-// the write-ahead log if no other process has it open, and closes it. It
-// returns a finding saying so if there was anything to replay.
-func replayBeforeFsck(dir string, popts Options) (*FsckFinding, error) {
-	q, err := Open(dir, popts)
-	if err != nil {
-		return nil, err
+// registerForRepair registers a repairing fsck as a process of the
+// directory, by the provider's own Open up to its recovery (openLogged): a
+// registration in wal/procs that every later Open sees until Close. If no
+// other process has the directory open, it does - before any other can
+// open it - what the first process to open it alone does: it removes the
+// empty staged files of dead writers (a live writer may be between its
+// create and its write, so only then), and replays the write-ahead log if
+// that is due (the machine booted, a sync failed), so the check sees what
+// was committed. It recovers nothing else: the check finds and repairs
+// that. It returns findings for what it did, and a nil provider (and no
+// error) when other processes have the directory open in a way this one
+// may not join (a poisoned log, an older build, no free slot): fsck then
+// repairs only what it can under the locks writers take, as beside any
+// live process (as it does after an error). The caller closes the provider
+// when the repair is over.
+func registerForRepair(dir string, popts Options) (*FSProvider, []FsckFinding, error) {
+	reg, err := openLogged(dir, popts)
+	if errors.Is(err, wal.ErrModeMismatch) {
+		// The processes that have it open use the other durability mode:
+		// join them in theirs (fsck appends nothing to the log).
+		if popts.Durability == ProcessCrashSafe {
+			popts.Durability = Durable
+		} else {
+			popts.Durability = ProcessCrashSafe
+		}
+		reg, err = openLogged(dir, popts)
 	}
-	replayed := q.stats.replayed.Load()
-	if err := q.Close(); err != nil {
-		return nil, err
+	switch {
+	case errors.Is(err, wal.ErrPoisoned), errors.Is(err, wal.ErrTooManyProcesses), errors.Is(err, wal.ErrModeMismatch), errors.Is(err, ErrUnsupportedFS):
+		// Only when others have it open (the check reports a poisoning).
+		popts.Logger.Info("durofs fsck: other processes have the directory open and it cannot join them; repairing only under writers' locks", "dir", dir, "err", err)
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, err
 	}
-	if replayed == 0 {
-		return nil, nil
+	var found []FsckFinding
+	if n := reg.stats.replayed.Load(); n > 0 {
+		found = append(found, FsckFinding{Kind: FsckPendingCommit, Severity: SeverityWarning, Path: "wal",
+			Detail: fmt.Sprintf("the write-ahead log was due a replay (the machine booted, or a sync failed, since a durofs process last opened the directory alone): %d log record(s) since the checkpoint were not yet replayed", n),
+			Action: "replayed (fsck opened the directory as the first durofs process to open it does) before the check", Repaired: true})
 	}
-	return &FsckFinding{Kind: FsckPendingCommit, Severity: SeverityWarning, Path: "wal",
-		Detail: fmt.Sprintf("the machine booted since a durofs process last opened the directory: %d log record(s) since the checkpoint were not yet replayed", replayed),
-		Action: "replayed (the directory was opened as a durofs process opens it) before the check", Repaired: true}, nil
+	for _, path := range reg.emptyStaged {
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			rel = path
+		}
+		found = append(found, FsckFinding{Kind: FsckUnparseable, Severity: SeverityError, Path: rel,
+			Detail: "empty staged message: its writer was killed between creating and writing it",
+			Action: "removed (no other process had the directory open, so its writer is dead)", Repaired: true})
+	}
+	return reg, found, nil
 }
 
 // checkLayout checks FORMAT and the queues' fsqueue.json. ok is false when
@@ -438,6 +491,9 @@ type fsckRun struct {
 	// files may lack them until the replay).
 	logged    map[string][]loggedRecord
 	replayDue bool
+	// regErr is why a repairing fsck could not register as a process of
+	// the directory (registerForRepair), if it could not.
+	regErr error
 }
 
 type fsckMsg struct {
@@ -814,13 +870,18 @@ func (r *fsckRun) checkCommitRecord(ctx context.Context, g *lease.Guard, key str
 	var f *FsckFinding
 	// (A record without a commit time is not judged by its age.)
 	if age := r.now.Sub(time.UnixMilli(lr.rec.CommittedMs)); lr.parked || (lr.rec.CommittedMs > 0 && age >= r.opts.MinAge) {
-		where := "still in the write-ahead log"
+		// A parked record's apply failed (a checkpoint parks only those);
+		// one still in the log may be a killed writer's that nothing has
+		// tried to apply since.
+		where, why := "still in the write-ahead log", "not applied yet (its writer was killed after committing it, or its apply fails)"
+		action := "fsck --repair applies it (as do the next fetch of the instance and every checkpoint); if its apply fails, fix what it fails on (durofs processes log the error; fsck --repair shows it)"
 		if lr.parked {
-			where = "moved out of the write-ahead log to " + r.rel(r.p.parkedPath(key, lr.lsn, lr.rec.CommitID))
+			where, why = "moved out of the write-ahead log to "+r.rel(r.p.parkedPath(key, lr.lsn, lr.rec.CommitID)), "its apply failed"
+			action = "fix what its apply fails on (durofs processes log the error; fsck --repair tries it and shows it); every checkpoint retries it"
 		}
-		f = r.add(FsckStuckCommit, SeverityError, path, "instance %q: %s %s after its commit (%s): its apply fails, and the instance is not served until it can be applied",
-			instanceOf(key, lr.rec), describeCommit(lr.rec), age.Round(time.Second), where)
-		f.Action = "fix what its apply fails on (durofs processes log the error; fsck --repair tries it and shows it); every checkpoint retries it"
+		f = r.add(FsckStuckCommit, SeverityError, path, "instance %q: %s %s after its commit (%s): %s, and the instance is not served until it is applied",
+			instanceOf(key, lr.rec), describeCommit(lr.rec), age.Round(time.Second), where, why)
+		f.Action = action
 	} else {
 		f = r.add(FsckPendingCommit, SeverityWarning, path, "%s", describeCommit(lr.rec))
 		f.Action = "fsck --repair (or any durofs process's recovery) applies it"
@@ -851,6 +912,12 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 		// A link in place of the history: the symlink finding reports
 		// it (a repair moves it away); here it holds no record.
 		e.histOK = true
+	case errors.As(err, &ce) && r.replayRewrites(key, id, len(scan.Records)):
+		// Until the replay the files may hold anything where the applies
+		// of the log's records wrote; the replay rewrites it.
+		r.add(FsckPendingCommit, SeverityWarning, hp, "line %d (offset %d): %s; %d valid record(s) before it; the write-ahead log holds its record, which the replay due rewrites",
+			ce.Line, ce.Offset, ce.Reason, len(scan.Records)).Action =
+			"fsck --repair (or the first durofs process to open the directory alone) replays the log, which rewrites the line from its record"
 	case errors.As(err, &ce):
 		r.add(FsckCorruptRecord, SeverityError, hp, "line %d (offset %d): %s; %d valid record(s) before it, nothing after it can be read",
 			ce.Line, ce.Offset, ce.Reason, len(scan.Records)).Action =
@@ -957,6 +1024,21 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 		}
 	}
 	return e
+}
+
+// replayRewrites reports whether a replay is due and the log holds the
+// append of record i (from 0) of execution exec of key: the replay writes
+// that record again, whatever the file holds in its place.
+func (r *fsckRun) replayRewrites(key string, exec uint64, i int) bool {
+	if !r.replayDue {
+		return false
+	}
+	for _, s := range r.loggedHistory(key, exec) {
+		if s.base <= i && i < s.base+len(s.recs) {
+			return true
+		}
+	}
+	return false
 }
 
 // beyondCommitted says, if state.json is known, that a torn tail follows
@@ -1395,11 +1477,22 @@ func (r *fsckRun) checkStaged(ctx context.Context, qname string, q *fsqueue.Queu
 		f.Action = "fsck --repair moves it to quarantine/ unless a pending commit names it"
 		if r.stagedNamedByCommit(name) {
 			f.Action = "not repairable: a pending commit names it and will publish it"
-		} else if fi.Size() == 0 && !r.p.wal.Alone() {
+		} else if fi.Size() == 0 {
 			// A writer stopped between its create and its write leaves an
 			// empty staged file; it resumes, commits and publishes it by
-			// rename (see tornStaged).
-			f.Action = "not repairable while other processes use the directory: it may be a stopped writer's (the first process to open the directory alone removes it)"
+			// rename (see tornStaged). Those of dead writers are removed
+			// by a process that has the directory alone, before any
+			// other can open it (registerForRepair, openLog): one seen
+			// here belongs to a process that had it open or opened it
+			// since.
+			f.Detail = "empty staged message: a writer was stopped or killed between creating and writing it"
+			f.Action = "fsck --repair removes it if no other process has the directory open (as does the first process to open it alone); beside live processes it stays, as it may be a stopped writer's, which writes and publishes it when it resumes"
+			switch {
+			case r.repair && r.regErr != nil:
+				f.Action = fmt.Sprintf("not repairable: fsck could not register as a process of the directory to learn whether others use it (%v), and it may be a stopped writer's, which writes and publishes it when it resumes", r.regErr)
+			case r.repair:
+				f.Action = "not repairable while other processes use the directory: it may be a stopped writer's, which writes and publishes it when it resumes (the first process to open the directory alone removes it)"
+			}
 		} else if r.repair {
 			dest, err := r.quarantineFile(path, fmt.Sprintf("unparseable staged message: %v", err))
 			r.fixed(f, err, "moved to "+dest)

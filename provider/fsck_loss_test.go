@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -273,5 +275,52 @@ func TestFsckBeforeReplay(t *testing.T) {
 	rep, err = fsck(ctx, dir, FsckOptions{Logger: quietLog}, Options{fs: mem})
 	if err != nil || !rep.Clean() || len(rep.Findings) != 0 {
 		t.Errorf("check after the repair: %+v, %v", rep.Findings, err)
+	}
+}
+
+// TestFsckWhileReplayDueCallsALoggedLineRepairable: after a reboot, until
+// the log is replayed, the files may hold anything where the unsynced
+// applies wrote (the replay rewrites every byte its records describe). A
+// check (no --repair) must not call such a damaged history line, whose
+// record the log still holds, "not repairable: ... restore it from a
+// backup, or delete the instance": fsck --repair, which replays first,
+// restores it and finds the directory clean. (An operator following that
+// advice would delete an instance whose acknowledged history is intact in
+// the log.)
+func TestFsckWhileReplayDueCallsALoggedLineRepairable(t *testing.T) {
+	src := t.TempDir()
+	p := openT(t, src, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	completeForFsck(t, p, "a") // acked: its record is in the log, not checkpointed
+	// The directory as a power loss leaves it: a copy holds no flock (its
+	// process is gone), the boot id is another boot's, and the applied (not
+	// yet synced) history line is damaged.
+	dir := filepath.Join(t.TempDir(), "d")
+	if out, err := exec.Command("cp", "-a", src, dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	mustNoErr(t, os.WriteFile(filepath.Join(dir, "wal", "boot"), []byte("00000000-0000-0000-0000-000000000000"), 0o600))
+	hp := filepath.Join(dir, "instances", "a", "executions", "1", "history.jsonl")
+	data, err := os.ReadFile(hp)
+	mustNoErr(t, err)
+	i := bytes.Index(data, []byte("OrchestrationCompleted"))
+	if i < 0 {
+		t.Fatalf("history: %q", data)
+	}
+	data[i] = 'X'
+	mustNoErr(t, os.WriteFile(hp, data, 0o600))
+
+	check := fsckT(t, dir, false)
+	repair := fsckT(t, dir, true)
+	if !repair.Clean() {
+		t.Fatalf("fsck --repair did not restore the directory from the log: %+v", repair.Remaining())
+	}
+	for _, f := range check.Findings {
+		if strings.Contains(f.Action, "not repairable") || f.Kind == FsckCorruptRecord {
+			t.Errorf("fsck (check) while a replay is due: %s %s: %q -> %q; yet fsck --repair restored it from the log and found the directory clean",
+				f.Kind, f.Path, f.Detail, f.Action)
+		}
+	}
+	if f := findingOf(check, FsckPendingCommit, "history.jsonl"); f == nil || !strings.Contains(f.Action, "replays the log") {
+		t.Errorf("fsck (check) while a replay is due: want the damaged line reported as rewritten by the replay: %+v", check.Findings)
 	}
 }

@@ -222,7 +222,8 @@ type ExecutionDetail struct {
 	HistoryRecords int    `json:"history_records"`
 	// TornBytes is the length of a torn tail (0 normally).
 	TornBytes int64 `json:"torn_bytes,omitempty"`
-	// Problem describes an unreadable state.json or a corrupt history.
+	// Problem describes an unreadable state.json, a corrupt history, or a
+	// history missing committed events (fewer records than EventCount).
 	Problem string `json:"problem,omitempty"`
 }
 
@@ -412,9 +413,23 @@ func (p *FSProvider) executionDetail(key string, id uint64) ExecutionDetail {
 	ed.HistoryRecords, ed.TornBytes = len(scan.Records), scan.TornBytes
 	if err != nil {
 		problems = append(problems, err.Error())
+	} else if m := missingCommitted(p.historyPath(key, id), len(scan.Records), ef); m != "" {
+		problems = append(problems, m)
 	}
 	ed.Problem = strings.Join(problems, "; ")
 	return ed
+}
+
+// missingCommitted describes a history at path holding records records
+// while its state.json, ef (read before the history), counts more as
+// committed: committed events are missing, and the history is not the
+// whole execution (design.md §6, invariant 3). "" if none is missing.
+func missingCommitted(path string, records int, ef *executionFile) string {
+	if ef == nil || uint64(records) >= ef.EventCount {
+		return ""
+	}
+	return fmt.Sprintf("%s holds %d record(s) but %d were committed (state.json event_count): committed events are missing; durofs fsck tells whether the write-ahead log still holds them (fsck --repair then restores them) or they are lost (history_loss)",
+		path, records, ef.EventCount)
 }
 
 // pendingInfo describes a logged record for PendingCommits.
@@ -850,6 +865,11 @@ type HistoryDump struct {
 	// Corrupt describes a line that fails its CRC or the record format;
 	// the records after it are not read.
 	Corrupt string `json:"corrupt,omitempty"`
+	// Missing says, if the history holds fewer records than its
+	// state.json counts as committed, that committed events are missing
+	// (durofs fsck: history_loss, or restorable from the write-ahead log):
+	// the records are not the whole execution.
+	Missing string `json:"missing,omitempty"`
 }
 
 // HistoryRecords reads one execution's history file record by record
@@ -876,6 +896,9 @@ func (p *FSProvider) HistoryRecords(ctx context.Context, instance string, execut
 		}
 		return d, Retryablef(op, err, "%v", err)
 	}
+	// state.json first: an apply writes it after the history lines it
+	// counts, so a history read after it holds at least what it counts.
+	ef, _ := p.readExecutionFile(key, executionID) // (an unreadable one says nothing here)
 	scan, err := history.Open(p.fs, d.Path).Read()
 	if err != nil {
 		var ce *history.CorruptError
@@ -883,6 +906,8 @@ func (p *FSProvider) HistoryRecords(ctx context.Context, instance string, execut
 			return d, Retryablef(op, err, "%v", err)
 		}
 		d.Corrupt = ce.Error()
+	} else {
+		d.Missing = missingCommitted(d.Path, len(scan.Records), ef)
 	}
 	d.TornBytes = scan.TornBytes
 	for _, r := range scan.Records {

@@ -142,3 +142,67 @@ func TestFsckRepairKeepsAnEmptyStagedFileWhileOthersRun(t *testing.T) {
 		t.Fatalf("fsck --repair beside a live process removed an empty staged file: %v", err)
 	}
 }
+
+// TestFsckRepairAloneRemovesAnEmptyStagedFile: a worker killed between
+// creating a staged file and writing it leaves an empty .staged-*.json (the
+// demo leaves one when it SIGKILLs a worker). With no process using the
+// directory, fsck --repair registers as one, finds itself alone, and removes
+// that leftover before any other process can open the directory, as the
+// first provider Open alone does (TestOpenAloneRemovesEmptyStagedFiles);
+// the directory then checks clean. (It once opened the log read-only, never
+// alone, and kept it: "not repairable while other processes use the
+// directory", with none running.)
+func TestFsckRepairAloneRemovesAnEmptyStagedFile(t *testing.T) {
+	dir := t.TempDir()
+	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
+	mustNoErr(t, err)
+	m = named(p.orchQ, m)
+	mustNoErr(t, p.Close()) // no process has the directory open any more
+	rel := filepath.Join("queues", "orchestrator", ".staged-"+m.Name+".json")
+	path := filepath.Join(dir, rel)
+	mustNoErr(t, os.WriteFile(path, nil, 0o600)) // a writer killed between create and write
+	old := time.Now().Add(-time.Hour)
+	mustNoErr(t, os.Chtimes(path, old, old))
+
+	rep := fsckT(t, dir, true)
+	for _, f := range rep.Remaining() {
+		t.Errorf("fsck --repair with no other process running left: %s %s %q: %s", f.Kind, f.Path, f.Detail, f.Action)
+	}
+	if f := findingOf(rep, FsckUnparseable, rel); f == nil || !f.Repaired {
+		t.Errorf("fsck --repair does not report the empty staged file removed: %+v", rep.Findings)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		t.Errorf("the dead writer's empty staged file is still there after fsck --repair (no process has the directory open)")
+	}
+}
+
+// TestFsckRepairIsARegisteredProcess: while a repairing fsck runs, it is
+// registered in wal/procs like any provider, so a process that opens the
+// directory meanwhile is not alone and does not take an empty staged file
+// (a live writer's, or one of fsck's own repairs in progress) for a dead
+// writer's.
+func TestFsckRepairIsARegisteredProcess(t *testing.T) {
+	dir := t.TempDir()
+	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
+	mustNoErr(t, err)
+	m = named(p.orchQ, m)
+	mustNoErr(t, p.Close())
+
+	reg, _, err := registerForRepair(dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	mustNoErr(t, err)
+	if reg == nil || !reg.wal.Alone() {
+		t.Fatalf("fsck --repair with no other process: registered %v, want registered and alone", reg != nil)
+	}
+	defer reg.Close()
+	path := filepath.Join(dir, "queues", "orchestrator", ".staged-"+m.Name+".json")
+	mustNoErr(t, os.WriteFile(path, nil, 0o600)) // a live writer between create and write
+	q := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	if q.wal.Alone() {
+		t.Errorf("a provider opened while fsck --repair is registered has the directory alone")
+	}
+	if _, err := os.Lstat(path); err != nil {
+		t.Errorf("a provider opened while fsck --repair runs removed an empty staged file: %v", err)
+	}
+}

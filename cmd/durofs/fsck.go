@@ -32,9 +32,14 @@ the parent -> children index (children/) against the instance records. It
 runs safely beside live processes (every check takes the lock the
 provider's writers take).
 
-With --repair it fixes what is safe: it replays the write-ahead log first
-if the machine rebooted since a process last opened the directory, applies
-pending commits, finishes work acks, restores history records the log
+With --repair it registers as a process of the directory while it runs
+(as every durofs process does) and fixes what is safe. If no other process
+has the directory open, it first does what the first process to open it
+does: it replays the write-ahead log if the machine rebooted (or a sync
+failed) since a process last opened the directory, and removes the empty
+staged files of killed writers (beside live processes these stay: a
+stopped writer may still write and publish one). It applies pending and
+stuck commits, finishes work acks, restores history records the log
 still holds, removes old temporary files, orphan staged files and orphan
 claims, truncates torn history tails beyond the committed events, moves
 unparseable files to quarantine/ (instance.json and state.json are then
@@ -142,7 +147,7 @@ func printFsck(w io.Writer, rep provider.FsckReport, remaining int) {
 // provider's FsckXxx documentation); only these earn a --repair hint.
 var repairable = map[string]bool{
 	provider.FsckUnparseable: true, provider.FsckTornTail: true, provider.FsckPendingCommit: true,
-	provider.FsckCounterDrift: true, provider.FsckTempFile: true, provider.FsckStagedOrphan: true,
+	provider.FsckStuckCommit: true, provider.FsckCounterDrift: true, provider.FsckTempFile: true, provider.FsckStagedOrphan: true,
 	provider.FsckOrphanClaim: true, provider.FsckSymlink: true, provider.FsckStrayInstance: true,
 	provider.FsckChildIndex: true,
 }

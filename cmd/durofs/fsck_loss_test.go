@@ -122,3 +122,41 @@ func TestFsckRepairKeepsCommittedHistory(t *testing.T) {
 	r = runCLI(t, bin, nil, "help")
 	mustContain(t, "help", r.stdout+r.stderr, "quarantine/")
 }
+
+// TestHistoryAndShowFlagAHistoryMissingCommittedEvents: a history that lost
+// committed events (fsck: history_loss) is never served as the execution
+// (docs/design.md §6, invariant 3). "durofs history" prints what it holds
+// and then fails, saying so on stderr (as for a corrupt line), and "durofs
+// show" names the problem for the execution. (Both once presented it as
+// complete: exit 0, nothing on stderr, no PROBLEM.)
+func TestHistoryAndShowFlagAHistoryMissingCommittedEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildDurofs(t)
+	dir := fixture(t)
+	hp := filepath.Join(dir, "instances", "done-1", "executions", "1", "history.jsonl")
+	data, err := os.ReadFile(hp)
+	must(t, err)
+	first, _, ok := strings.Cut(string(data), "\n")
+	if !ok {
+		t.Fatalf("history: %q", data)
+	}
+	writeFile(t, hp, first+"\n") // event 2 (OrchestrationCompleted), committed, is gone
+	rep := fsckReport(t, bin, 1, "--dir", dir)
+	if len(findingsByKind(rep)[provider.FsckHistoryLoss]) == 0 {
+		t.Fatalf("fsck does not report the loss: %+v", rep.Findings)
+	}
+
+	r := runCLI(t, bin, nil, "history", "done-1", "--dir", dir)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "committed events are missing") {
+		t.Errorf("durofs history of an execution missing a committed event: exit %d, stderr %q; want %d and the reason\nstdout:\n%s", r.code, r.stderr, exitFailure, r.stdout)
+	}
+	var det provider.InstanceDetail
+	r = mustRun(t, bin, 0, "show", "done-1", "--dir", dir, "--json")
+	must(t, json.Unmarshal([]byte(r.stdout), &det))
+	if len(det.ExecutionDetails) != 1 || det.ExecutionDetails[0].Problem == "" {
+		t.Errorf("durofs show: execution with event_count %d and %d history record(s) has no problem: %+v",
+			det.ExecutionDetails[0].EventCount, det.ExecutionDetails[0].HistoryRecords, det.ExecutionDetails)
+	}
+}

@@ -234,7 +234,10 @@ func historyCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCLI("durofs history", "durofs history <instance> [--execution N] [--dir D] [--json]",
 		`Prints one execution's history (default: the latest execution), one event a
 line: event id, type and its key fields. With --json it prints each event's
-JSON exactly as stored, one per line (JSON lines).`, stdout, stderr)
+JSON exactly as stored, one per line (JSON lines). A history that is not
+the whole execution - a corrupt line, or fewer records than its state.json
+counts as committed (see durofs fsck) - is printed as far as it reads, and
+the command fails saying why.`, stdout, stderr)
 	exec := c.fs.Uint64("execution", 0, "execution `N` (default: the latest)")
 	pos, code, ok := c.parse(args, 1, 1)
 	if !ok {
@@ -282,6 +285,8 @@ JSON exactly as stored, one per line (JSON lines).`, stdout, stderr)
 	switch {
 	case d.Corrupt != "":
 		return c.fail(errors.New(d.Corrupt))
+	case d.Missing != "":
+		return c.fail(errors.New(d.Missing))
 	case bad > 0:
 		return c.fail(fmt.Errorf("%s: %d record(s) are not valid events", d.Path, bad))
 	}

@@ -858,3 +858,78 @@ func TestFsckBesideLiveWorkers(t *testing.T) {
 func msgName(id string, vis int64, key string) string {
 	return fsqueue.Entry{ID: ulid.MustParseStrict(id), VisibleAtMs: vis, Route: fsqueue.RouteOf(key)}.Name()
 }
+
+// TestDeleteWithoutForceRefusesAFirstTurnInFlight: "durofs delete" says "A
+// running instance is refused unless --force". An instance whose first turn
+// a live worker is executing (its start fetched, its lease held, no turn
+// acked yet, so no instance record) is running: delete without --force
+// refuses it (exit 1), and the worker's ack of the turn succeeds. (The CLI
+// falls back to DeleteInstancesAtomic for an id without a record, which
+// deleted it: the start message the client's start_orchestration was
+// acknowledged for was gone, and the ack failed with Invalid lock token.)
+func TestDeleteWithoutForceRefusesAFirstTurnInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildDurofs(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	p, err := provider.Open(dir, provider.Options{SweepInterval: -1, Logger: quietLogger()}) // a live worker
+	must(t, err)
+	defer p.Close()
+	v := "1.0.0"
+	must(t, p.EnqueueForOrchestrator(ctx, provider.StartOrchestration{Instance: "first", Orchestration: "O", Input: "{}", Version: &v, ExecutionID: 1}, 0))
+	it, err := p.FetchOrchestrationItem(ctx, time.Minute, 0, nil)
+	if err != nil || it == nil {
+		t.Fatalf("fetch: %v %v", it, err)
+	}
+
+	r := runCLI(t, bin, nil, "delete", "first", "--dir", dir)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "still running") {
+		t.Errorf("durofs delete (no --force) of an instance whose first turn is running: exit %d, want %d (refused, \"still running\")\nstdout: %s\nstderr: %s",
+			r.code, exitFailure, r.stdout, r.stderr)
+	}
+	name, ver := "O", "1.0.0"
+	ev := provider.Event{EventID: 1, InstanceID: "first", ExecutionID: 1, TimestampMs: uint64(time.Now().UnixMilli()), DuroxideVersion: "0.1.26",
+		Kind: provider.OrchestrationStarted{Name: "O", Version: "1.0.0", Input: "{}"}}
+	if err := p.AckOrchestrationItem(ctx, it.LockToken, 1, []provider.Event{ev}, nil, nil,
+		provider.ExecutionMetadata{OrchestrationName: &name, OrchestrationVersion: &ver}, nil); err != nil {
+		t.Errorf("the running first turn's ack after durofs delete without --force: %v", err)
+	}
+}
+
+// TestFsckSaysRepairAppliesAKilledWritersCommit: a "durofs delete"
+// SIGKILLed right after its commit point (failpoint delete.after_commit)
+// leaves its deletion committed in the log and unapplied. Once older than
+// --min-age (a minute by default; 1ms here instead of waiting), "durofs
+// fsck" reports it as stuck_commit; "durofs fsck --repair" applies it and
+// the directory is clean. So the check's summary must not say "--repair
+// cannot fix these findings" (the CLI's list of repairable kinds lacked
+// stuck_commit), nor the finding "its apply fails": nothing tried it.
+func TestFsckSaysRepairAppliesAKilledWritersCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildDurofs(t)
+	ct := filepath.Join(t.TempDir(), "durofs-crashtest")
+	if out, err := exec.Command("go", "build", "-tags", "crashtest", "-o", ct, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags crashtest: %v\n%s", err, out)
+	}
+	dir := fixture(t)
+	r := runCLI(t, ct, []string{"DUROFS_FAILPOINT=delete.after_commit"}, "delete", "done-1", "--dir", dir)
+	if r.code != 137 && r.code != -1 {
+		t.Fatalf("durofs delete with failpoint delete.after_commit: exit %d, want SIGKILL\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	check := runCLI(t, bin, nil, "fsck", "--min-age", "1ms", "--dir", dir)
+	repair := runCLI(t, bin, nil, "fsck", "--repair", "--min-age", "1ms", "--dir", dir)
+	if repair.code != exitOK {
+		t.Fatalf("fsck --repair: exit %d\n%s%s", repair.code, repair.stdout, repair.stderr)
+	}
+	if strings.Contains(check.stdout, "): its apply fails") || !strings.Contains(check.stdout, "stuck_commit") {
+		t.Errorf("durofs fsck: want a stuck_commit not said to fail its apply (nothing tried it):\n%s", check.stdout)
+	}
+	if strings.Contains(check.stdout, "--repair cannot fix") {
+		t.Errorf("durofs fsck says --repair cannot fix the findings, but durofs fsck --repair then leaves the directory clean.\nfsck:\n%s\nfsck --repair:\n%s",
+			check.stdout, repair.stdout)
+	}
+}
