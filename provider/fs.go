@@ -203,7 +203,14 @@ type formatFile struct {
 }
 
 // FormatVersion is the on-disk format major version this code reads and
-// writes. Version 6 marks an instance whose deletion lists worker items with
+// writes. Version 7 writes instance.json's executions as runs of
+// consecutive ids ([[1,1500]], execids.go), so that the file every ack
+// writes and logs does not grow with the executions an instance has run;
+// this build reads version 6's plain lists, and the first process that
+// opens a version-6 (or older) directory alone upgrades it (after the
+// replay every upgrade runs), while processes of an older build, which
+// could not read the runs, are refused while they have it open.
+// Version 6 marks an instance whose deletion lists worker items with
 // a file, instances/<key>/deleting, which a work ack looks for instead of
 // parsing the instance's lease (fs_deleting.go); a version-5, -4 or -3
 // directory is upgraded by the first process that opens it alone, which
@@ -228,7 +235,7 @@ type formatFile struct {
 // Version 1 kept per-instance commit records in commits/ and is refused
 // too: finish its work with durofs 0.1 (every process closed, commits/
 // empty), then start a new directory.
-const FormatVersion = 6
+const FormatVersion = 7
 
 // queueVersion is the fsqueue format of the directory's queues
 // (fsqueue.json), checked by fsck.
@@ -558,13 +565,13 @@ func checkFormat(data []byte, path string) error {
 	if f.Version == 2 {
 		return fmt.Errorf("%w: on-disk format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version %d); finish the directory's work with the build that wrote it (let its queues drain, close every process), then start a new directory", ErrUnsupportedFS, FormatVersion)
 	}
-	if f.Version != FormatVersion && (f.Version < 3 || f.Version > 5) {
+	if f.Version != FormatVersion && (f.Version < 3 || f.Version > 6) {
 		return fmt.Errorf("%w: on-disk format version %d (this build reads version %d)", ErrUnsupportedFS, f.Version, FormatVersion)
 	}
 	return nil
 }
 
-// upgradeFormat moves a version-3, -4 or -5 directory to FormatVersion, in
+// upgradeFormat moves a version-3 to -6 directory to FormatVersion, in
 // place, while this process has its log alone (no older process can be
 // running), after openLog replayed the log: an older build's deletion made
 // no marker (FormatVersion), and a replay applies every committed one. A

@@ -219,7 +219,7 @@ func (p *FSProvider) GetSystemMetrics(ctx context.Context) (SystemMetrics, error
 	}
 	var m SystemMetrics
 	for _, s := range all {
-		m.TotalExecutions += uint64(len(s.f.Executions))
+		m.TotalExecutions += s.f.Executions.Len()
 		m.TotalEvents += s.f.TotalEvents
 		if s.f.Record == nil {
 			continue
@@ -563,7 +563,7 @@ func (p *FSProvider) deleteAtomic(ctx context.Context, ids []string, unstarted m
 		if f.Record != nil {
 			res.InstancesDeleted++
 		}
-		res.ExecutionsDeleted += uint64(len(f.Executions))
+		res.ExecutionsDeleted += f.Executions.Len()
 		res.EventsDeleted += f.TotalEvents
 	}
 	res.QueueMessagesDeleted = uint64(len(msgs))
@@ -657,7 +657,7 @@ func (p *FSProvider) unstartedChildren(keyOf map[string]string, files map[string
 		if f.SubOrchestrations == 0 {
 			continue
 		}
-		for _, exec := range f.Executions {
+		for exec := range f.Executions.All() {
 			// Read whole, not through the history cache: an entry for an
 			// instance being deleted would only push out live ones.
 			events, herr, err := p.loadHistory(k, exec, false)
@@ -933,8 +933,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	if gwPruneSkips(p, key) { // go-workflows executions are removed through its backend (fs_gw_admin.go)
 		return PruneResult{}, nil
 	}
-	execs := slices.Clone(f.Executions)
-	slices.Sort(execs)
+	execs := f.Executions.Slice()
 	keepTop := map[uint64]bool{}
 	if options.KeepLast != nil && *options.KeepLast > 0 {
 		for i := len(execs) - 1; i >= 0 && len(keepTop) < int(*options.KeepLast); i-- {
@@ -943,7 +942,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 	}
 	res := PruneResult{InstancesProcessed: 1}
 	nf := *f
-	nf.Executions = nil
+	nf.Executions = execIDs{}
 	var prune []uint64
 	for _, e := range execs {
 		ef, err := p.readExecutionFile(key, e)
@@ -955,7 +954,7 @@ func (p *FSProvider) PruneExecutions(ctx context.Context, instance string, optio
 			drop = ef.CompletedAtMs != nil && uint64(*ef.CompletedAtMs) < *options.CompletedBeforeMs
 		}
 		if !drop {
-			nf.Executions = append(nf.Executions, e)
+			nf.Executions.Add(e)
 			continue
 		}
 		prune = append(prune, e)

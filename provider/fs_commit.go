@@ -340,10 +340,7 @@ func (p *FSProvider) buildCommit(key string, cur lease.Lease, st orchState, exec
 	rec.ExecutionFile = &ne
 
 	// Summary counters of the instance file.
-	if !slices.Contains(nf.Executions, executionID) {
-		nf.Executions = append(nf.Executions, executionID)
-		slices.Sort(nf.Executions)
-	}
+	nf.Executions.Add(executionID)
 	if inf == nil {
 		// The instance's first commit: count events appended before it
 		// (AppendWithExecution), in any execution, from the record frames.

@@ -211,7 +211,6 @@ func (f *gwInstanceFile) clone() *gwInstanceFile {
 		r := *f.Record
 		c.Record = &r
 	}
-	c.Executions = slices.Clone(f.Executions)
 	if f.GW != nil {
 		g := *f.GW
 		g.Executions = slices.Clone(f.GW.Executions)
@@ -223,18 +222,17 @@ func (f *gwInstanceFile) clone() *gwInstanceFile {
 // summarize recomputes the orchestration summary fields from the executions.
 func (f *gwInstanceFile) summarize(nowMs int64) {
 	f.UpdatedAtMs = nowMs
-	f.Executions = nil
+	f.Executions = execIDs{}
 	f.TotalEvents = 0
 	var cur *gwExec
 	for i := range f.GW.Executions {
 		e := &f.GW.Executions[i]
-		f.Executions = append(f.Executions, e.N)
+		f.Executions.Add(e.N)
 		f.TotalEvents += uint64(e.Events)
 		if cur == nil || e.N > cur.N {
 			cur = e
 		}
 	}
-	slices.Sort(f.Executions)
 	if cur == nil {
 		return
 	}

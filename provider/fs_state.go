@@ -71,7 +71,7 @@ type instanceFile struct {
 	Record      *instanceRecord `json:"record"`
 	// Summary counters, kept by every commit so that admin listings and
 	// metrics never read history files (fsck can rebuild them).
-	Executions    []uint64 `json:"executions"`      // execution ids with a record, ascending
+	Executions    execIDs  `json:"executions"`      // execution ids with a record (runs, execids.go)
 	TotalEvents   uint64   `json:"total_events"`    // history records over all executions
 	Status        string   `json:"status"`          // current execution's status
 	CompletedAtMs *int64   `json:"completed_at_ms"` // current execution's completed_at

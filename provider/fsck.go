@@ -1072,28 +1072,30 @@ func (r *fsckRun) checkCounters(key string, inf *instanceFile, execs []*fsckExec
 	want := *inf
 	var total uint64
 	allOK := true
-	want.Executions = nil
+	want.Executions = execIDs{}
 	byID := map[uint64]*fsckExec{}
 	for _, e := range execs {
 		byID[e.id] = e
 		if e.stateExists {
-			want.Executions = append(want.Executions, e.id)
+			want.Executions.Add(e.id)
 		}
 		total += committedLen(e)
 		allOK = allOK && e.histOK
 	}
 	if lost {
-		want.Executions = slices.Compact(slices.Sorted(slices.Values(slices.Concat(inf.Executions, want.Executions))))
+		for id := range inf.Executions.All() {
+			want.Executions.Add(id)
+		}
 		total = max(total, inf.TotalEvents)
 	}
 	var diffs []string
-	if !slices.Equal(slices.Sorted(slices.Values(inf.Executions)), want.Executions) {
-		diffs = append(diffs, fmt.Sprintf("executions is %v but %v have a state.json", inf.Executions, want.Executions))
+	if !slices.Equal(inf.Executions.Slice(), want.Executions.Slice()) {
+		diffs = append(diffs, fmt.Sprintf("executions is %v but %v have a state.json", inf.Executions.Slice(), want.Executions.Slice()))
 	} else {
 		want.Executions = inf.Executions
 	}
-	if n := len(want.Executions); n > 0 && inf.CurrentExecutionID < want.Executions[n-1] {
-		want.CurrentExecutionID = want.Executions[n-1]
+	if last := want.Executions.Last(); last > 0 && inf.CurrentExecutionID < last {
+		want.CurrentExecutionID = last
 		diffs = append(diffs, fmt.Sprintf("current_execution_id is %d but execution %d has a state.json", inf.CurrentExecutionID, want.CurrentExecutionID))
 	}
 	if allOK && inf.TotalEvents != total {
@@ -1226,7 +1228,7 @@ func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint
 	var created, updated int64
 	for _, e := range execs {
 		if e.stateExists && e.state != nil {
-			nf.Executions = append(nf.Executions, e.id)
+			nf.Executions.Add(e.id)
 			if s := e.state.StartedAtMs; s > 0 && (created == 0 || s < created) {
 				created = s
 			}
@@ -1259,8 +1261,8 @@ func (r *fsckRun) rebuildInstance(key string, execs []*fsckExec, leaseFence uint
 		}
 		nf.CurrentExecutionID = max(nf.CurrentExecutionID, e.id)
 	}
-	if n := len(nf.Executions); n > 0 {
-		nf.CurrentExecutionID = nf.Executions[n-1]
+	if last := nf.Executions.Last(); last > 0 {
+		nf.CurrentExecutionID = last
 	}
 	for _, e := range execs {
 		if e.id == nf.CurrentExecutionID && e.state != nil {

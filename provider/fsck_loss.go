@@ -254,7 +254,7 @@ func (r *fsckRun) checkInstanceLoss(key string, inf *instanceFile, execs []*fsck
 		}
 		total += committedLen(e)
 	}
-	for _, id := range inf.Executions {
+	for id := range inf.Executions.All() {
 		if e := byID[id]; e == nil || !e.stateExists {
 			gone = append(gone, id)
 		}

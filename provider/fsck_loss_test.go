@@ -154,7 +154,7 @@ func TestFsckHistoryLoss(t *testing.T) {
 				if c.records >= 0 && (err != nil || ef.EventCount != 2) {
 					t.Errorf("state.json after the repair: %+v, %v; want event_count 2", ef, err)
 				}
-				if inf := readInstanceFileAt(t, dir); inf.TotalEvents != 2 || len(inf.Executions) != 1 {
+				if inf := readInstanceFileAt(t, dir); inf.TotalEvents != 2 || inf.Executions.Len() != 1 {
 					t.Errorf("instance.json after the repair: total_events %d, executions %v; want 2, [1]", inf.TotalEvents, inf.Executions)
 				}
 			}

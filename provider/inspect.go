@@ -192,7 +192,7 @@ func (p *FSProvider) pendingStarts() ([]InstanceSummary, error) {
 func summaryOf(key string, f *instanceFile) InstanceSummary {
 	s := InstanceSummary{
 		Instance: f.Instance, Key: key, Status: f.Status, CurrentExecution: f.CurrentExecutionID,
-		Executions: len(f.Executions), TotalEvents: f.TotalEvents, UpdatedAtMs: f.UpdatedAtMs,
+		Executions: int(f.Executions.Len()), TotalEvents: f.TotalEvents, UpdatedAtMs: f.UpdatedAtMs,
 		CompletedAtMs: f.CompletedAtMs,
 	}
 	if r := f.Record; r != nil {

@@ -1080,7 +1080,7 @@ func plCheckState(p *FSProvider, key string, h *plHistory, bad func(string, ...a
 	if want := map[bool]string{true: "Completed", false: "Running"}[completed]; ef.Status != want || inf.Status != want {
 		bad("%s: status %q (state.json) / %q (instance.json), history says %q", inst, ef.Status, inf.Status, want)
 	}
-	if inf.TotalEvents != uint64(n) || !slices.Equal(inf.Executions, []uint64{1}) || inf.CurrentExecutionID != 1 {
+	if inf.TotalEvents != uint64(n) || !slices.Equal(inf.Executions.Slice(), []uint64{1}) || inf.CurrentExecutionID != 1 {
 		bad("%s: instance.json total_events %d executions %v current %d; history has %d events in execution 1",
 			inst, inf.TotalEvents, inf.Executions, inf.CurrentExecutionID, n)
 	}
