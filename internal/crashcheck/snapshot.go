@@ -305,7 +305,7 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 		idir := filepath.Join(dir, "instances", key)
 		hasLease := s.readLeaseMark(fsys, idir, key)
 		var inst struct {
-			Executions  []uint64 `json:"executions"`
+			Executions  execRuns `json:"executions"`
 			TotalEvents uint64   `json:"total_events"`
 			Record      *struct {
 				Parent *string `json:"parent_instance_id"`
@@ -353,7 +353,7 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 		}
 		if hasInst {
 			slices.Sort(withState)
-			if !slices.Equal(withState, inst.Executions) {
+			if !slices.Equal(withState, []uint64(inst.Executions)) {
 				s.problem("instance %s: instance.json lists executions %v, directories with state.json are %v", key, inst.Executions, withState)
 			}
 			if total != inst.TotalEvents {
@@ -568,4 +568,33 @@ func DescribeDiff(want, got []string, max int) string {
 	list("missing:", missing)
 	list("extra:", extra)
 	return strings.TrimSuffix(b.String(), "; ")
+}
+
+// execRuns is instance.json's "executions" read as the ids it names: runs
+// [first,last] and single ids (format 7), or a plain list of ids (format
+// 6 and before), in the order written.
+type execRuns []uint64
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *execRuns) UnmarshalJSON(data []byte) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		return err
+	}
+	*r = nil
+	for _, it := range items {
+		var id uint64
+		if json.Unmarshal(it, &id) == nil {
+			*r = append(*r, id)
+			continue
+		}
+		var run []uint64
+		if err := json.Unmarshal(it, &run); err != nil || len(run) != 2 || run[0] == 0 || run[0] > run[1] || run[1]-run[0] > 1<<20 {
+			return fmt.Errorf("executions: bad run %s", it)
+		}
+		for id := run[0]; id <= run[1]; id++ {
+			*r = append(*r, id)
+		}
+	}
+	return nil
 }

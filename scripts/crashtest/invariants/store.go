@@ -25,12 +25,11 @@ import (
 
 // instanceFile is instances/<key>/instance.json.
 type instanceFile struct {
-	Instance           string   `json:"instance"`
-	CurrentExecutionID uint64   `json:"current_execution_id"`
-	LastFence          uint64   `json:"last_fence"`
-	Executions         []uint64 `json:"executions"`
-	TotalEvents        uint64   `json:"total_events"`
-	Status             string   `json:"status"`
+	Instance           string `json:"instance"`
+	CurrentExecutionID uint64 `json:"current_execution_id"`
+	LastFence          uint64 `json:"last_fence"`
+	TotalEvents        uint64 `json:"total_events"`
+	Status             string `json:"status"`
 }
 
 // stateFile is instances/<key>/executions/<n>/state.json.
