@@ -274,7 +274,7 @@ func TestIndexMemoryBoundedAfterTimersFire(t *testing.T) {
 	for i := range ents {
 		var e Entry
 		binary.BigEndian.PutUint64(e.ID[:8], uint64(i)) // creation order
-		e.VisibleAtMs = int64(rng.IntN(1 << 40))        // fire time: random
+		e.VisibleAtMs = rng.Int64N(1 << 40)             // fire time: random
 		e.Route = rng.Uint64()
 		ents[i] = e
 		b.add(e)
