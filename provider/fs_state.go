@@ -71,10 +71,10 @@ type instanceFile struct {
 	Record      *instanceRecord `json:"record"`
 	// Summary counters, kept by every commit so that admin listings and
 	// metrics never read history files (fsck can rebuild them).
-	Executions    execIDs  `json:"executions"`      // execution ids with a record (runs, execids.go)
-	TotalEvents   uint64   `json:"total_events"`    // history records over all executions
-	Status        string   `json:"status"`          // current execution's status
-	CompletedAtMs *int64   `json:"completed_at_ms"` // current execution's completed_at
+	Executions    execIDs `json:"executions"`      // execution ids with a record (runs, execids.go)
+	TotalEvents   uint64  `json:"total_events"`    // history records over all executions
+	Status        string  `json:"status"`          // current execution's status
+	CompletedAtMs *int64  `json:"completed_at_ms"` // current execution's completed_at
 	// SubOrchestrations counts the SubOrchestrationScheduled events ever
 	// committed to its histories (a prune does not lower it). A deletion
 	// reads the histories of an instance for the children it scheduled

@@ -633,22 +633,27 @@ func (p *FSProvider) syncPaths(files, dirs map[string]bool) error {
 		return nil
 	}
 	p.stats.checkpointSyncs.Add(int64(len(files) + len(dirs)))
-	if err := parallelSync(sortedKeys(files), p.syncFile); err != nil {
-		return p.syncFailed(err)
+	errs := parallelSync(sortedKeys(files), p.syncFile)
+	if len(errs) == 0 {
+		errs = parallelSync(sortedKeys(dirs), p.fs.SyncDir)
 	}
-	if err := parallelSync(sortedKeys(dirs), p.fs.SyncDir); err != nil {
-		return p.syncFailed(err)
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	return p.syncFailed(errs)
 }
 
-// syncFailed is syncPaths's error: the log poisoned, unless only an open
-// failed (a *fs.PathError with Op "open", as every FS gives for the open
-// of File.Sync's file or SyncDir's directory).
-func (p *FSProvider) syncFailed(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) && pe.Op == "open" {
-		return fmt.Errorf("checkpoint (stays where it is; a later one retries): %w", err)
+// syncFailed is syncPaths's error: the log poisoned if any fsync failed,
+// else - only opens failed (a *fs.PathError with Op "open", as every FS
+// gives for the open of File.Sync's file or SyncDir's directory) - an
+// error that leaves the checkpoint where it is.
+func (p *FSProvider) syncFailed(errs []error) error {
+	err := errors.Join(errs...)
+	for _, e := range errs {
+		var pe *fs.PathError
+		if !errors.As(e, &pe) || pe.Op != "open" {
+			return p.wal.Poison(fmt.Errorf("checkpoint: %w", err))
+		}
 	}
-	return p.wal.Poison(fmt.Errorf("checkpoint: %w", err))
+	return fmt.Errorf("checkpoint (stays where it is; a later one retries): %w", err)
 }

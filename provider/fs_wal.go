@@ -80,6 +80,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -989,27 +990,24 @@ func (p *FSProvider) underAny(path string, keys []string) bool {
 const checkpointSyncers = 8
 
 // parallelSync calls syncOne on every path with up to checkpointSyncers
-// goroutines and returns the first error that is not "does not exist" (a
-// path removed since is made durable by its parent's sync) or "planted" (a
-// link, FIFO or directory put in the file's place since: the file was
-// replaced, which its parent's sync makes durable too; fsck reports it).
-func parallelSync(paths []string, syncOne func(string) error) error {
+// goroutines and returns every error (all of them: one failed fsync among
+// failed opens must not go unseen, see syncFailed) but those of a path
+// that is gone (syncGone).
+func parallelSync(paths []string, syncOne func(string) error) []error {
 	var (
-		mu    sync.Mutex
-		first error
-		wg    sync.WaitGroup
-		next  = make(chan string)
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		next = make(chan string)
 	)
 	for range min(checkpointSyncers, len(paths)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for path := range next {
-				if err := syncOne(path); err != nil && !vfs.IsNotExist(err) && !vfs.IsPlanted(err) {
+				if err := syncOne(path); err != nil && !syncGone(err) {
 					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("sync %s: %w", path, err)
-					}
+					errs = append(errs, fmt.Errorf("sync %s: %w", path, err))
 					mu.Unlock()
 				}
 			}
@@ -1020,7 +1018,17 @@ func parallelSync(paths []string, syncOne func(string) error) error {
 	}
 	close(next)
 	wg.Wait()
-	return first
+	return errs
+}
+
+// syncGone reports whether a checkpoint's sync of a path failed because
+// the path no longer names what was written there: removed since (does not
+// exist), or replaced by something planted (a link, FIFO or directory in a
+// file's place, or a file in a directory's: ENOTDIR). Its parent's sync
+// makes the removal or replacement durable, and fsck reports what was
+// planted.
+func syncGone(err error) bool {
+	return vfs.IsNotExist(err) || vfs.IsPlanted(err) || errors.Is(err, syscall.ENOTDIR)
 }
 
 func sortedKeys(m map[string]bool) []string {
