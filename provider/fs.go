@@ -106,6 +106,10 @@ type Options struct {
 	// module's tests and tools set it (internal/provhook) to inject faults,
 	// count fsyncs or simulate power loss.
 	fs vfs.FS
+	// anyMode opens the log with wal.Options.AnyMode: a repairing fsck
+	// (registerForRepair), which appends nothing, joins processes of
+	// either durability mode and sets none.
+	anyMode bool
 }
 
 // Clock tells the time: Options.Clock. Its Now must be safe for concurrent
@@ -329,7 +333,7 @@ func openLogged(dir string, opts Options) (*FSProvider, error) {
 // upgrades it, upgradeFormat); a poisoned log cannot be opened while other
 // processes still have it open.
 func (p *FSProvider) openLog(ctx context.Context, opts Options) error {
-	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: bootID(opts), NoSync: opts.Durability == ProcessCrashSafe})
+	l, err := wal.Open(ctx, p.fs, filepath.Join(p.dir, "wal"), wal.Options{SegmentSize: opts.SegmentSize, Logger: p.log, BootID: bootID(opts), NoSync: opts.Durability == ProcessCrashSafe, AnyMode: opts.anyMode})
 	if err != nil {
 		return fmt.Errorf("durofs: open %s: %w", p.dir, err)
 	}

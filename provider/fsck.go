@@ -383,17 +383,11 @@ func findingKey(f FsckFinding) string { return f.Kind + "\x00" + f.Path }
 // live process (as it does after an error). The caller closes the provider
 // when the repair is over.
 func registerForRepair(dir string, popts Options) (*FSProvider, []FsckFinding, error) {
+	// fsck appends nothing to the log: it joins processes of either
+	// durability mode, and alone sets none, so that a worker of either
+	// mode may start while it runs.
+	popts.anyMode = true
 	reg, err := openLogged(dir, popts)
-	if errors.Is(err, wal.ErrModeMismatch) {
-		// The processes that have it open use the other durability mode:
-		// join them in theirs (fsck appends nothing to the log).
-		if popts.Durability == ProcessCrashSafe {
-			popts.Durability = Durable
-		} else {
-			popts.Durability = ProcessCrashSafe
-		}
-		reg, err = openLogged(dir, popts)
-	}
 	switch {
 	case errors.Is(err, wal.ErrPoisoned), errors.Is(err, wal.ErrTooManyProcesses), errors.Is(err, wal.ErrModeMismatch), errors.Is(err, ErrUnsupportedFS):
 		// Only when others have it open (the check reports a poisoning).

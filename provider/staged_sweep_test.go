@@ -206,3 +206,38 @@ func TestFsckRepairIsARegisteredProcess(t *testing.T) {
 		t.Errorf("a provider opened while fsck --repair runs removed an empty staged file: %v", err)
 	}
 }
+
+// TestFsckRepairLetsWorkersOfEitherModeStart: a repairing fsck registers
+// as a process of the directory (registerForRepair) but appends nothing,
+// so it sets no durability mode: a ProcessCrashSafe worker starting while
+// it runs opens. (It registered in Durable mode, Fsck's default, and set
+// the mode when alone: such a worker was refused with ErrModeMismatch for
+// as long as the repair ran. Found by review.)
+func TestFsckRepairLetsWorkersOfEitherModeStart(t *testing.T) {
+	for _, mode := range []Durability{ProcessCrashSafe, Durable} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog, Durability: mode}
+			p := openT(t, dir, opts)
+			createInstance(t, p, "a")
+			mustNoErr(t, p.Close())
+
+			// What fsck --repair does first (Fsck passes Options{} plus its
+			// logger and intervals).
+			reg, _, err := registerForRepair(dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+			mustNoErr(t, err)
+			if reg == nil {
+				t.Fatal("fsck --repair did not register")
+			}
+			defer reg.Close()
+			w, err := Open(dir, opts)
+			if err != nil {
+				t.Fatalf("a %v worker starting while fsck --repair runs: %v", mode, err)
+			}
+			defer w.Close()
+			if w.wal.Alone() {
+				t.Fatal("the repair and the worker are not registered together")
+			}
+		})
+	}
+}

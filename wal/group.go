@@ -24,7 +24,7 @@ const (
 	wLead   = 3 // wall-clock ns at which the leading process claimed the next sync, or 0
 	wDone   = 4 // counts finished syncs; waiters wait on it
 	wTail   = 5 // LSN: where the next frame goes; frames below it are reserved
-	wMode   = 6 // the syncing mode of the processes that have the log open (modeDurable, modeNoSync; 0: an older build)
+	wMode   = 6 // the syncing mode of the processes that have the log open (modeDurable, modeNoSync; 0: not set yet, Options.AnyMode)
 	wPoison = 7 // nonzero from a failed sync until a replay's ClearPoison: the poison mark that needs no free space
 	wSlot0  = 8 // wSlot0+i: process slot i's in-flight reservation start, or 0
 

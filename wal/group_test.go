@@ -584,3 +584,46 @@ func TestStampSharedAcrossProcesses(t *testing.T) {
 	c.Close()
 	next("C after Close", c, ms-60_000)
 }
+
+// TestAnyModeSetsNoMode: a log opened with AnyMode (a repairing fsck, which
+// appends nothing) joins processes of either mode, and alone leaves the
+// mode unset: the first process that joins it sets it, and from then on a
+// process of the other mode is refused as before.
+func TestAnyModeSetsNoMode(t *testing.T) {
+	open := func(fsys vfs.FS, opts Options) (*Log, error) {
+		l, err := Open(context.Background(), fsys, testDir, opts)
+		if err == nil {
+			l.Ready()
+			t.Cleanup(func() { l.Close() })
+		}
+		return l, err
+	}
+	durable, noSync, anyMode := Options{}, Options{NoSync: true}, Options{AnyMode: true}
+	for _, c := range []struct {
+		name  string
+		first Options // alone
+		then  []Options
+		want  []bool // each of then opens (true) or is refused with ErrModeMismatch
+	}{
+		{"alone any mode, then NoSync, then Durable", anyMode, []Options{noSync, durable, noSync}, []bool{true, false, true}},
+		{"alone any mode, then Durable, then NoSync", anyMode, []Options{durable, noSync, anyMode}, []bool{true, false, true}},
+		{"Durable alone, then any mode", durable, []Options{anyMode, noSync}, []bool{true, false}},
+		{"NoSync alone, then any mode", noSync, []Options{anyMode, durable}, []bool{true, false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fsys := newMem(t)
+			if _, err := open(fsys, c.first); err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range c.then {
+				_, err := open(fsys, o)
+				if c.want[i] && err != nil {
+					t.Fatalf("open %d (%+v): %v; want it to join", i, o, err)
+				}
+				if !c.want[i] && !errors.Is(err, ErrModeMismatch) {
+					t.Fatalf("open %d (%+v): %v; want ErrModeMismatch", i, o, err)
+				}
+			}
+		})
+	}
+}

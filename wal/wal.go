@@ -272,6 +272,11 @@ type Options struct {
 	// whose NoSync differs from that of the processes already there
 	// (ErrModeMismatch); a process that has the log alone sets the mode.
 	NoSync bool
+	// AnyMode is for a process that appends nothing (a repairing fsck): it
+	// joins processes of either mode, and alone it leaves the mode unset,
+	// for the first process that joins it to set. NoSync then says only
+	// how its own syncs behave.
+	AnyMode bool
 }
 
 // Log is one process's handle on the shared log. It is safe for concurrent
@@ -291,7 +296,7 @@ type Log struct {
 	boot     string // the running boot's id, if known
 	rebooted bool   // OpenReadOnly: the boot id is known and not the one in dir/boot
 	readOnly bool   // OpenReadOnly: never writes, not even a poison mark
-	mode     uint64 // modeDurable or modeNoSync (Options.NoSync)
+	mode     uint64 // modeDurable or modeNoSync (Options.NoSync); 0 with Options.AnyMode
 
 	mu      sync.Mutex // serializes this process's appends and rolls
 	gmu     sync.Mutex // serializes this process's grows (grow)
@@ -395,6 +400,9 @@ func Open(ctx context.Context, fsys vfs.FS, dir string, opts Options) (*Log, err
 	l.mode = modeDurable
 	if opts.NoSync {
 		l.mode = modeNoSync
+	}
+	if opts.AnyMode {
+		l.mode = 0
 	}
 	if err := l.openNewest(); err != nil {
 		l.Close()
@@ -679,7 +687,10 @@ func (l *Log) openNewest() error {
 		g.reset(MakeLSN(id, end), l.mode)
 	} else if g.w.Load(wMagic) != groupMagic || g.w.Load(wTail) == 0 {
 		return fmt.Errorf("wal: open %s: other processes have the log open, but %s is not set up for this version (removed while they ran, or they run an older durofs)", l.dir, groupName)
-	} else if m := g.w.Load(wMode); m != 0 && m != l.mode {
+	} else if l.mode != 0 && !g.w.CompareAndSwap(wMode, 0, l.mode) && g.w.Load(wMode) != l.mode {
+		// The mode is set (by the first process that had the log alone,
+		// or the first to join one that left it unset, AnyMode), and it
+		// is the other one.
 		return fmt.Errorf("%w: open %s: every process that has a directory open at the same time must use one durability mode (this one: NoSync=%v)", ErrModeMismatch, l.dir, l.mode == modeNoSync)
 	} else {
 		// Our slot's last owner is dead (we hold its lock): its write, if
