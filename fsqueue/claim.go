@@ -536,13 +536,14 @@ func (q *Queue) applyClaimEventsLocked(events []vfs.DirEvent) {
 // skip it without a look until then.
 func (q *Queue) cachedClaim(e Entry, snap claimSnap, nowMs int64) (Claim, bool, error) {
 	c := &q.claims
+	since := q.deferred.version() // before the entry or the file is read
 	c.mu.Lock()
 	ce, ok := c.entries.get(e)
 	gen := c.gen
 	if ok && snap.watched {
 		// A change of the claim since it was read would have dropped the
 		// entry (applyClaimEventsLocked, under c.mu).
-		q.deferIfDelayed(e, ce, nowMs)
+		q.deferIfDelayed(e, ce, nowMs, since)
 	}
 	c.mu.Unlock()
 	if snap.watched {
@@ -562,7 +563,7 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap, nowMs int64) (Claim, bool, 
 		if c.gen == gen {
 			c.entries.maxItems = claimCacheItems
 			c.entries.put(e, ce)
-			q.deferIfDelayed(e, ce, nowMs)
+			q.deferIfDelayed(e, ce, nowMs, since)
 		}
 		c.mu.Unlock()
 		return ce.claim, ce.exists && !ce.corrupt, nil
@@ -599,18 +600,21 @@ func (q *Queue) cachedClaim(e Entry, snap claimSnap, nowMs int64) (Claim, bool, 
 	c.entries.maxItems = claimCacheItems
 	c.entries.put(e, ce)
 	c.mu.Unlock()
-	q.deferIfDelayed(e, ce, nowMs)
+	q.deferIfDelayed(e, ce, nowMs, since)
 	return ce.claim, ce.exists && !ce.corrupt, nil
 }
 
 // deferIfDelayed defers e if its claim, as the pre-filter knows it, was
-// abandoned with a delay that runs past nowMs. With a watch of claims/ the
-// caller holds q.claims.mu and has checked that no drain ran since the
-// claim was read, so that the event of a later change, which drops the
+// abandoned with a delay that runs past nowMs - unless a claim was written
+// or removed through this Queue since the count of changes was since,
+// before the pre-filter read the claim (deferrals.learn): such a write may
+// have replaced what was read. With a watch of claims/ the caller holds
+// q.claims.mu and has checked that no drain ran since the claim was read,
+// so that the event of a change by another process, which drops the
 // deferral, cannot have been consumed before it is set.
-func (q *Queue) deferIfDelayed(e Entry, ce claimEntry, nowMs int64) {
+func (q *Queue) deferIfDelayed(e Entry, ce claimEntry, nowMs int64, since uint64) {
 	if ce.exists && !ce.corrupt && ce.claim.Token == "" && ce.claim.State == "" && ce.claim.VisibleAtMs > nowMs {
-		q.deferred.set(e, ce.claim.VisibleAtMs, nowMs)
+		q.deferred.learn(e, ce.claim.VisibleAtMs, nowMs, since)
 	}
 }
 

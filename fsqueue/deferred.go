@@ -45,6 +45,12 @@ type deferrals struct {
 	minAt int64
 	// sweptAt is when (queue clock, ms) a full table was last swept.
 	sweptAt int64
+	// changes counts the calls of set and drop (a claim written or
+	// removed through this Queue, a Defer, a message deleted): a deferral
+	// learnt from a claim read (learn) is kept only if none happened since
+	// the read began, so that a write racing the read - which dropped
+	// nothing yet - is not undone by the deferral of what it replaced.
+	changes uint64
 }
 
 // deferCap bounds the deferrals a Queue holds (a variable for the test of
@@ -61,6 +67,30 @@ const deferSweepEveryMs = 1000
 func (d *deferrals) set(e Entry, at, nowMs int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.changes++
+	d.setLocked(e, at, nowMs)
+}
+
+// version returns the count of changes, for learn.
+func (d *deferrals) version() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changes
+}
+
+// learn is set for a deferral read from a claim whose read began when the
+// count of changes was since (version): it is kept only if no set or drop
+// happened meanwhile.
+func (d *deferrals) learn(e Entry, at, nowMs int64, since uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.changes == since {
+		d.setLocked(e, at, nowMs)
+	}
+}
+
+// setLocked is set without counting it. The caller holds d.mu.
+func (d *deferrals) setLocked(e Entry, at, nowMs int64) {
 	if at <= nowMs || at <= e.VisibleAtMs {
 		delete(d.m, e)
 		return
@@ -100,6 +130,7 @@ func (d *deferrals) sweepLocked(nowMs int64) {
 // drop forgets what was known of e.
 func (d *deferrals) drop(e Entry) {
 	d.mu.Lock()
+	d.changes++
 	delete(d.m, e)
 	d.mu.Unlock()
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -163,7 +164,7 @@ func (s *execIDs) UnmarshalJSON(data []byte) error {
 			if id == 0 {
 				return fmt.Errorf("executions: execution id 0")
 			}
-			s.addRun(id, id)
+			s.runs = append(s.runs, execRun{id, id})
 			continue
 		}
 		var r []uint64
@@ -173,25 +174,24 @@ func (s *execIDs) UnmarshalJSON(data []byte) error {
 		if len(r) != 2 || r[0] == 0 || r[0] > r[1] {
 			return fmt.Errorf("executions: invalid run %s", it)
 		}
-		s.addRun(r[0], r[1])
+		s.runs = append(s.runs, execRun{r[0], r[1]})
 	}
+	s.normalize()
 	return nil
 }
 
-// addRun adds first..last: appended when it comes after every run (as
-// written), else id by id.
-func (s *execIDs) addRun(first, last uint64) {
-	if n := len(s.runs); n == 0 || s.runs[n-1].last+1 < first {
-		s.runs = append(s.runs, execRun{first, last})
-		return
-	} else if s.runs[n-1].last+1 == first {
-		s.runs[n-1].last = last
-		return
-	}
-	for id := first; ; id++ {
-		s.Add(id)
-		if id == last {
-			return
+// normalize sorts the runs and merges those that overlap or touch (as
+// written they are ascending and disjoint already; a plain list of ids is
+// one run per id).
+func (s *execIDs) normalize() {
+	slices.SortFunc(s.runs, func(a, b execRun) int { return cmp.Compare(a.first, b.first) })
+	out := s.runs[:0]
+	for _, r := range s.runs {
+		if n := len(out); n > 0 && r.first <= out[n-1].last+1 {
+			out[n-1].last = max(out[n-1].last, r.last)
+			continue
 		}
+		out = append(out, r)
 	}
+	s.runs = out
 }

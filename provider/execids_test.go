@@ -151,3 +151,16 @@ func TestContinueAsNewAckCostStaysFlat(t *testing.T) {
 			large, wl, il, small, ws, is)
 	}
 }
+
+// TestExecIDsReadsOverlappingRunsAtOnce: runs out of order or overlapping
+// (a damaged or hand-edited file) are merged, not added id by id: a run of
+// a million million ids costs what any run costs.
+func TestExecIDsReadsOverlappingRunsAtOnce(t *testing.T) {
+	var s execIDs
+	if err := json.Unmarshal([]byte(`[[5,10],[1,1000000000000],7,[1000000000002,1000000000003]]`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.String(); got != `[[1,1000000000000],[1000000000002,1000000000003]]` || s.Len() != 1000000000002 {
+		t.Errorf("read as %s (%d ids)", got, s.Len())
+	}
+}
