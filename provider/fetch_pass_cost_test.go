@@ -60,16 +60,23 @@ func delayedOrchPassCost(t *testing.T, n int, other bool) (opens, listings int64
 // one look per delay), and a pass that finds nothing costs the same with
 // 100 or 800 delayed instances.
 func TestOrchFetchPassSkipsDelayedAbandonsWithoutIO(t *testing.T) {
-	small, large := 100, 800
 	for _, other := range []bool{false, true} {
-		ao, al := delayedOrchPassCost(t, small, other)
-		bo, bl := delayedOrchPassCost(t, large, other)
-		t.Logf("abandoned by another process %v: one empty fetch pass opens %d files, lists %d directories with %d delayed instances; %d, %d with %d",
-			other, ao, al, small, bo, bl, large)
-		if bo+bl > 2*(ao+al)+16 {
-			t.Errorf("abandoned by another process %v: an empty orchestrator fetch pass opens %d files and lists %d directories with %d instances abandoned with a delay, %d and %d with %d: O(delayed instances) per poll",
-				other, bo, bl, large, ao, al, small)
-		}
+		wantFlatCost(t, fmt.Sprintf("files opened and directories listed by one empty fetch pass, abandoned by another process %v, per delayed instances", other), 100, 800,
+			func(n int) int64 {
+				opens, lists := delayedOrchPassCost(t, n, other)
+				return opens + lists
+			})
+	}
+}
+
+// wantFlatCost fails the test if cost(large) is more than twice
+// cost(small) (plus a little): a cost that grows with n, where it must not.
+func wantFlatCost(t *testing.T, what string, small, large int, cost func(n int) int64) {
+	t.Helper()
+	a, b := cost(small), cost(large)
+	t.Logf("%s: %d at %d, %d at %d", what, a, small, b, large)
+	if b > 2*a+16 {
+		t.Errorf("%s: %d at %d, %d at %d: it grows with them", what, a, small, b, large)
 	}
 }
 
@@ -160,14 +167,8 @@ func v0Filter() *DispatcherCapabilityFilter {
 // an empty filtered pass costs the same with 100 or 400 rejected
 // instances.
 func TestFilteredFetchPassKeepsRejectedPins(t *testing.T) {
-	small, large := 100, 400
-	a := filteredOutPassOpens(t, small)
-	b := filteredOutPassOpens(t, large)
-	t.Logf("files opened by one empty filtered fetch pass: %d with %d rejected instances, %d with %d", a, small, b, large)
-	if b > 2*a+16 {
-		t.Errorf("an empty filtered fetch pass opens %d files with %d instances the filter rejects, %d with %d: O(rejected instances) per poll",
-			b, large, a, small)
-	}
+	wantFlatCost(t, "files opened by one empty filtered fetch pass, per rejected instances", 100, 400,
+		func(n int) int64 { return filteredOutPassOpens(t, n) })
 }
 
 // TestFilterSeesPinChangedByAnotherProcess (mutation that fails it:

@@ -84,14 +84,8 @@ func sweepEntriesListed(t *testing.T, n int) int64 {
 // (sweepsDir), so a pass lists what does not grow with the queue (claims/,
 // the temporary directory).
 func TestBackgroundSweepOfNonFetchingProcessListsNoQueue(t *testing.T) {
-	small, large := 500, 4000
-	a := sweepEntriesListed(t, small)
-	b := sweepEntriesListed(t, large)
-	t.Logf("directory entries listed by one background sweep pass of a non-fetching process: %d with %d queued, %d with %d", a, small, b, large)
-	if b > 2*a+16 {
-		t.Errorf("one sweep pass lists %d directory entries with %d queued messages, %d with %d: O(queued) per pass, every SweepInterval",
-			b, large, a, small)
-	}
+	wantFlatCost(t, "directory entries listed by one background sweep pass of a non-fetching process, per queued messages", 500, 4000,
+		func(n int) int64 { return sweepEntriesListed(t, n) })
 }
 
 // TestBackgroundSweepOfFetchingProcessRemovesLeftovers: a dead process's
