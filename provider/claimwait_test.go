@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -534,5 +535,32 @@ func TestGWTaskCallsDoNotWaitForAStoppedLockHolder(t *testing.T) {
 				t.Fatalf("fetch after the release = %+v; want the task again under a new token", again)
 			}
 		})
+	}
+}
+
+// TestReadDoesNotWaitForAStoppedLockHolder: a read that finds a history
+// shorter than committed looks again under the instance's flock (settled:
+// it may be a change in progress). A process stopped while holding that
+// flock held the read up for as long as it stayed stopped (the caller's
+// context alone bounded the wait); now the wait ends when the instance's
+// lease has expired (plus a margin) and the read fails retryably. Once the
+// holder is gone, the read reports the loss. Mutation that fails it:
+// settled waiting on ctx (the guard fires).
+func TestReadDoesNotWaitForAStoppedLockHolder(t *testing.T) {
+	ctx := context.Background()
+	p := openT(t, t.TempDir(), Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	createInstance(t, p, "a")
+	mustNoErr(t, os.Truncate(p.historyPath(instanceKey("a"), 1), 0))
+	release := holdInstanceLock(t, p, "a")
+	err := notStalled(t, "the read", func() error { release(); return nil }, func() error {
+		_, err := p.Read(ctx, "a")
+		return err
+	})
+	if !errors.Is(err, ErrRetryable) || !strings.Contains(err.Error(), "held by another process") {
+		t.Fatalf("Read while a stopped process holds the flock = %v; want a retryable error naming the held flock", err)
+	}
+	release()
+	if _, err := p.Read(ctx, "a"); !errors.Is(err, ErrCorrupt) || IsRetryable(err) {
+		t.Fatalf("Read of the cut history once the flock is free = %v; want the permanent ErrCorrupt", err)
 	}
 }

@@ -54,13 +54,25 @@ func (p *FSProvider) readExec(ctx context.Context, op, key string, exec uint64) 
 // marks pending (if any) is finished: an unlocked reader's second look at
 // something that seemed damaged. An instance without a lock file has
 // nothing to finish (and locking never creates one here): read runs
-// unlocked.
+// unlocked. The wait for the flock is bounded like a lease holder's call
+// (leaseWaitCtx): until the instance's lease expires, plus a margin - a
+// process stopped while it holds the flock holds this read up no longer,
+// which then fails retryably.
 func (p *FSProvider) settled(ctx context.Context, key string, read func() error) error {
-	g, _, err := p.lockExisting(ctx, key, true)
+	var untilMs int64
+	if cur, _, err := p.leases.Inspect(ctx, p.lockPath(key), p.leasePath(key)); err == nil {
+		untilMs = max(cur.ExpiresAtMs, 1) // 1: no lease, so the margin alone
+	}
+	wctx, cancel := p.leaseWaitCtx(ctx, key, "", untilMs)
+	defer cancel()
+	g, _, err := p.lockExisting(wctx, key, true)
 	if errors.Is(err, lease.ErrGone) {
 		return read()
 	}
 	if err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return fmt.Errorf("the instance's flock is held by another process past its lease: %w", err)
+		}
 		return err
 	}
 	defer g.Unlock()
