@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/durofs/durofs/history"
-	"github.com/durofs/durofs/internal/clock"
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // damageLine flips one payload bit of line n (1-based) of the history file
@@ -184,12 +181,7 @@ func TestPoisonAckOverDamagedRecordIsRedone(t *testing.T) {
 // instead of failing on the damaged line or cutting the history there.
 func TestPoisonAckOverDamagedRecordIsReplayed(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
-	mem.MarkAllSynced()
-	clk := clock.NewManual(time.Now())
-	opts := Options{fs: mem, Clock: clk, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}
-	p := openT(t, "/d", opts)
+	mem, opts, p := strictMemT(t)
 	path := ackThreeEvents(t, p, "rot")
 	mustNoErr(t, p.checkpointOnce(ctx, true, true))
 	before := damageLine(t, p, path, 2)

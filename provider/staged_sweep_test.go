@@ -101,10 +101,7 @@ func TestSweepKeepsAnEmptyStagedFileOfALiveWriter(t *testing.T) {
 func TestOpenAloneRemovesEmptyStagedFiles(t *testing.T) {
 	dir := t.TempDir()
 	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
-	mustNoErr(t, err)
-	m = named(p.orchQ, m)
-	path := filepath.Join(p.orchQ.Dir(), ".staged-"+m.Name+".json")
+	path := filepath.Join(p.orchQ.Dir(), stagedName(t, p))
 	mustNoErr(t, os.WriteFile(path, nil, 0o644)) // a writer killed between create and write
 	old := time.Now().Add(-time.Hour)
 	mustNoErr(t, os.Chtimes(path, old, old))
@@ -128,10 +125,7 @@ func TestOpenAloneRemovesEmptyStagedFiles(t *testing.T) {
 func TestFsckRepairKeepsAnEmptyStagedFileWhileOthersRun(t *testing.T) {
 	dir := t.TempDir()
 	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog}) // a live process
-	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
-	mustNoErr(t, err)
-	m = named(p.orchQ, m)
-	path := filepath.Join(p.orchQ.Dir(), ".staged-"+m.Name+".json")
+	path := filepath.Join(p.orchQ.Dir(), stagedName(t, p))
 	mustNoErr(t, os.WriteFile(path, nil, 0o644))
 	old := time.Now().Add(-time.Hour)
 	mustNoErr(t, os.Chtimes(path, old, old))
@@ -155,11 +149,9 @@ func TestFsckRepairKeepsAnEmptyStagedFileWhileOthersRun(t *testing.T) {
 func TestFsckRepairAloneRemovesAnEmptyStagedFile(t *testing.T) {
 	dir := t.TempDir()
 	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
-	mustNoErr(t, err)
-	m = named(p.orchQ, m)
+	staged := stagedName(t, p)
 	mustNoErr(t, p.Close()) // no process has the directory open any more
-	rel := filepath.Join("queues", "orchestrator", ".staged-"+m.Name+".json")
+	rel := filepath.Join("queues", "orchestrator", staged)
 	path := filepath.Join(dir, rel)
 	mustNoErr(t, os.WriteFile(path, nil, 0o600)) // a writer killed between create and write
 	old := time.Now().Add(-time.Hour)
@@ -185,9 +177,7 @@ func TestFsckRepairAloneRemovesAnEmptyStagedFile(t *testing.T) {
 func TestFsckRepairIsARegisteredProcess(t *testing.T) {
 	dir := t.TempDir()
 	p := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
-	mustNoErr(t, err)
-	m = named(p.orchQ, m)
+	staged := stagedName(t, p)
 	mustNoErr(t, p.Close())
 
 	reg, _, err := registerForRepair(dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
@@ -196,7 +186,7 @@ func TestFsckRepairIsARegisteredProcess(t *testing.T) {
 		t.Fatalf("fsck --repair with no other process: registered %v, want registered and alone", reg != nil)
 	}
 	defer reg.Close()
-	path := filepath.Join(dir, "queues", "orchestrator", ".staged-"+m.Name+".json")
+	path := filepath.Join(dir, "queues", "orchestrator", staged)
 	mustNoErr(t, os.WriteFile(path, nil, 0o600)) // a live writer between create and write
 	q := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
 	if q.wal.Alone() {
@@ -240,4 +230,13 @@ func TestFsckRepairLetsWorkersOfEitherModeStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stagedName returns the base name a staged orchestrator message (an event
+// for instance x) would have: ".staged-<name>.json".
+func stagedName(t *testing.T, p *FSProvider) string {
+	t.Helper()
+	m, err := p.orchMessage(ExternalRaised{Instance: "x", Name: "e", Data: "d"}, p.nowMs(), p.nowMs(), instanceKey("x"))
+	mustNoErr(t, err)
+	return ".staged-" + named(p.orchQ, m).Name + ".json"
 }
