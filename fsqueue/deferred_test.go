@@ -208,12 +208,7 @@ func TestQuietWithOnlyDelayedMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.list.mu.Lock()
-	notifying := b.list.notifying
-	b.list.mu.Unlock()
-	if !notifying {
-		t.Skip("no waitable directory watch on this system: never quiet")
-	}
+	skipWithoutWatch(t, b, ": never quiet")
 	now := clock.Ms(clk.Now())
 	until, quiet, err := b.Quiet(now)
 	if err != nil || !quiet || until != now+time.Minute.Milliseconds() {

@@ -51,12 +51,7 @@ func TestOwnSetBoundedWithoutReads(t *testing.T) {
 	if _, err := q.List(); err != nil { // a fetch pass: index and watch
 		t.Fatal(err)
 	}
-	q.list.mu.Lock()
-	notifying := q.list.notifying
-	q.list.mu.Unlock()
-	if !notifying {
-		t.Skip("no waitable directory watch on this system")
-	}
+	skipWithoutWatch(t, q, "")
 	// Delayed messages, so that the queue stays quiet below.
 	later := clk.Now().Add(time.Hour).UnixMilli()
 	enqueue := func(q *Queue) {
@@ -161,12 +156,7 @@ func TestOwnSetTrimAfterLostEvents(t *testing.T) {
 	if _, err := q.List(); err != nil {
 		t.Fatal(err)
 	}
-	q.list.mu.Lock()
-	notifying := q.list.notifying
-	q.list.mu.Unlock()
-	if !notifying {
-		t.Skip("no waitable directory watch on this system")
-	}
+	skipWithoutWatch(t, q, "")
 	n := 0
 	for range ownMax {
 		if _, err := q.Enqueue(Message{Payload: []byte(`{}`)}); err != nil {
@@ -193,5 +183,17 @@ func TestOwnSetTrimAfterLostEvents(t *testing.T) {
 	}
 	if l, err := q.List(); err != nil || len(l) != n {
 		t.Fatalf("List = %d entries, %v; want %d", len(l), err, n)
+	}
+}
+
+// skipWithoutWatch skips the test if q has no waitable directory watch
+// (after a listing set it up): what the test checks needs one (why).
+func skipWithoutWatch(t *testing.T, q *Queue, why string) {
+	t.Helper()
+	q.list.mu.Lock()
+	notifying := q.list.notifying
+	q.list.mu.Unlock()
+	if !notifying {
+		t.Skip("no waitable directory watch on this system" + why)
 	}
 }
