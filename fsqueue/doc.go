@@ -160,8 +160,9 @@
 // done. What a crash leaves:
 //
 //   - kill -9 during the write: a write of one page to the page cache is not
-//     interrupted (a fatal signal is checked between pages), and a claim is
-//     far smaller than a page, so the file has the old or the new content;
+//     interrupted (a fatal signal is checked between pages), and a file
+//     larger than a page is replaced instead ([vfs.Overwrite]), so the file
+//     has the old or the new content;
 //   - a failed or short write, or a failed touch of claims/ after it: the old
 //     content is written back, best effort, and the call fails; a claim that
 //     is left unparseable is no claim (redelivery, at-least-once);

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,9 @@ func TestInPlaceWrites(t *testing.T) {
 	ctx := context.Background()
 	const lockPath, leasePath = "/d/l.lock", "/d/l.json"
 	big := `{"pad":"` + strings.Repeat("x", 700) + `"}`
+	// Longer than a page: never written in place, so a kill -9 cannot tear
+	// it between pages (the package doc's "kill -9 during the write").
+	huge := `{"pad":"` + strings.Repeat("x", os.Getpagesize()) + `"}`
 	type step struct {
 		data        string // lease Data
 		fault       func(m *vfs.MemFS)
@@ -41,6 +45,9 @@ func TestInPlaceWrites(t *testing.T) {
 			{data: ``, wantSize: 512},
 			{data: big, wantReplace: true, wantSize: 1024},
 			{data: `{"a":3}`, wantSize: 1024},
+			{data: huge, wantReplace: true},
+			{data: huge, wantReplace: true},
+			{data: `{"a":4}`, wantReplace: true},
 		}},
 		{"faults", true, []step{
 			{data: `{"rename":"fails"}`, fault: func(m *vfs.MemFS) { m.InjectError("rename", 1, syscall.EIO) }, wantErr: syscall.EIO},

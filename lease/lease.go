@@ -83,9 +83,8 @@
 //
 //   - kill -9 during the write: the write of one page to the page cache is
 //     not interrupted (a fatal signal is checked between pages), so the file
-//     has the old or the new content; a lease longer than a page could in
-//     principle be torn between pages, which the rule for unparseable files
-//     below covers (its writer is dead);
+//     has the old or the new content; a lease file longer than a page is
+//     never written in place ([vfs.Overwrite] replaces it);
 //   - power loss: leases are never synced; the file may have the old or the
 //     new content, or be torn; all holders are dead then, and a torn file is
 //     unparseable (the rule below) or, if a torn mix happens to parse, still

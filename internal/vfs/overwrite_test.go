@@ -2,6 +2,7 @@ package vfs_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,9 @@ func TestOverwrite(t *testing.T) {
 	const path = "/d/f.json"
 	old := string(vfs.PadBlock([]byte(`{"v":1}`)))
 	errThen := errors.New("then failed")
+	// A file longer than a page is replaced, not written in place: a kill -9
+	// could tear a write of more than a page.
+	pageBig := string(vfs.PadBlock([]byte(`{"pad":"` + strings.Repeat("x", os.Getpagesize()) + `"}`)))
 	for _, tc := range []struct {
 		name     string
 		existing string // "" = no file
@@ -28,6 +32,7 @@ func TestOverwrite(t *testing.T) {
 	}{
 		{name: "no file", data: `{"v":2}`, wantDone: false, want: ""},
 		{name: "too small", existing: `{}`, data: `{"v":2}`, wantDone: false, want: `{}`},
+		{name: "larger than a page", existing: pageBig, data: `{"v":2}`, wantDone: false, want: pageBig},
 		{name: "fits", existing: old, data: `{"v":2}`, wantDone: true, want: `{"v":2}` + strings.Repeat(" ", len(old)-7)},
 		{name: "then fails", existing: old, data: `{"v":2}`, then: errThen, wantDone: true, wantErr: errThen, want: old},
 		{name: "write fails", existing: old, data: `{"v":2}`, fault: func(m *vfs.MemFS) { m.InjectError("write", 1, syscall.EIO) }, wantDone: true, wantErr: syscall.EIO, want: old},

@@ -197,15 +197,18 @@ func CreateExclusive(fsys FS, path string, data []byte, noDirSync bool) error {
 // file is padded to a multiple of it, so that later versions fit.
 const InPlaceBlock = 512
 
-// maxInPlace bounds the files [Overwrite] writes in place (a larger one was
-// damaged or written by someone else: replace it).
-const maxInPlace = 1 << 20
+// maxInPlace bounds the files [Overwrite] writes in place: one page, so that
+// a kill -9 cannot tear the write (the kernel checks for a fatal signal
+// between the pages of a write, never inside one). A larger file is
+// replaced (TestOverwrite, "larger than a page").
+var maxInPlace = int64(os.Getpagesize())
 
 // Overwrite writes data over the existing regular file at path in place, at
 // offset 0 in one write, padded with spaces to the file's size, if the file
-// is at least as large as data (and at most 1 MiB): no new inode, no rename,
-// no freed blocks. done is false if it did not try - no such file, a
-// symbolic link (never written through), a file too small or too large -
+// is at least as large as data and at most one page: no new inode, no
+// rename, no freed blocks. done is false if it did not try - no such file, a
+// symbolic link (never written through), a file too small or larger than a
+// page -
 // and then the caller replaces the file, padded with [Pad] to a multiple of
 // [InPlaceBlock]. If then is not nil it runs after the write; if it fails,
 // the write is undone. On a failed or short write, or a failed then, it
@@ -214,8 +217,8 @@ const maxInPlace = 1 << 20
 // Use it only for files whose every writer and every deciding reader holds
 // one lock, and whose content is JSON (trailing spaces are insignificant): a
 // reader without the lock can read a torn mix of two versions. A kill -9 does
-// not tear a write of one page (a fatal signal is checked between pages); a
-// power loss can, as it can lose an unsynced replace - such files must be
+// not tear it: it writes one page at most, and a fatal signal is checked
+// between pages. A power loss can, as it can lose an unsynced replace - such files must be
 // volatile, redone or ignored when unparseable after a power loss.
 func Overwrite(fsys FS, path string, data []byte, then func() error) (done bool, err error) {
 	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
