@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // TestGWSweepKeepsAStagedFileBeingWritten is TestSweepKeepsAStagedFileBeingWritten
@@ -71,20 +69,9 @@ func TestGWSweepKeepsAStagedFileBeingWritten(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := t.TempDir()
-			spy := &midWriteFS{FS: vfs.OS{}}
-			a := openT(t, dir, Options{fs: spy, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-			b := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-			swept := false
-			spy.hook = func() {
-				mustNoErr(t, b.Recover(ctx))
-				swept = true
-			}
-			tc.run(t, setup{a: a, b: b, arm: func() { spy.armed.Store(true) }})
-			if !swept {
-				t.Fatal("the sweep did not run in the middle of the staged write")
-			}
+			mw := newMidWritePair(t)
+			tc.run(t, setup{a: mw.a, b: mw.b, arm: mw.arm})
+			mw.checkSwept(t)
 		})
 	}
 }

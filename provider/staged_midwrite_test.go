@@ -56,28 +56,51 @@ func (f *midWriteFile) Write(b []byte) (int, error) {
 // reads half of it; the ack then commits and must publish the item.
 func TestSweepKeepsAStagedFileBeingWritten(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	spy := &midWriteFS{FS: vfs.OS{}}
-	a := openT(t, dir, Options{fs: spy, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-	b := openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
-	swept := false
-	spy.hook = func() {
-		mustNoErr(t, b.Recover(ctx))
-		swept = true
-	}
+	mw := newMidWritePair(t)
+	a, b := mw.a, mw.b
 	mustNoErr(t, b.EnqueueForOrchestrator(ctx, startItem("s"), 0))
 	it, err := a.FetchOrchestrationItem(ctx, 30*time.Second, 0, nil)
 	if err != nil || it == nil {
 		t.Fatalf("fetch: %v %v", it, err)
 	}
-	spy.armed.Store(true)
+	mw.arm()
 	mustNoErr(t, a.AckOrchestrationItem(ctx, it.LockToken, 1, []Event{started("s")},
 		[]WorkItem{ActivityExecute{Instance: "s", ExecutionID: 1, ID: 2, Name: "A", Input: "{}"}}, nil, md("TestOrch", "1.0.0"), nil))
-	if !swept {
-		t.Fatal("the sweep did not run in the middle of the staged write")
-	}
+	mw.checkSwept(t)
 	wi, err := b.FetchWorkItem(ctx, time.Second, 0, nil, DefaultOnlyTags())
 	if err != nil || wi == nil {
 		t.Fatalf("the work item of an ack that returned OK is gone (%v, %v): a sweep removed its staged file while it was being written", wi, err)
+	}
+}
+
+// midWritePair is two providers (processes) on one directory: a writes
+// through a midWriteFS whose hook runs b's Recover between the halves of
+// the next staged write after arm.
+type midWritePair struct {
+	a, b  *FSProvider
+	spy   *midWriteFS
+	swept bool
+}
+
+func newMidWritePair(t *testing.T) *midWritePair {
+	dir := t.TempDir()
+	mw := &midWritePair{spy: &midWriteFS{FS: vfs.OS{}}}
+	mw.a = openT(t, dir, Options{fs: mw.spy, SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	mw.b = openT(t, dir, Options{SweepInterval: -1, CheckpointInterval: -1, Logger: quietLog})
+	mw.spy.hook = func() {
+		mustNoErr(t, mw.b.Recover(context.Background()))
+		mw.swept = true
+	}
+	return mw
+}
+
+// arm cuts the next staged write, with b's Recover between the halves.
+func (mw *midWritePair) arm() { mw.spy.armed.Store(true) }
+
+// checkSwept fails the test if b's Recover did not run inside a write.
+func (mw *midWritePair) checkSwept(t *testing.T) {
+	t.Helper()
+	if !mw.swept {
+		t.Fatal("the sweep did not run in the middle of the staged write")
 	}
 }
