@@ -112,3 +112,75 @@ func TestReviewRemoveFinishedBeforeFarFuture(t *testing.T) {
 	require.True(t, errors.Is(err, backend.ErrInstanceNotFound),
 		"an execution finished before the given time was not removed (state err %v)", err)
 }
+
+// TestReviewBatchOrderTimerAfterEarlierEvent: when a fired timer and an
+// event that arrived before the timer was due are fetched in the same
+// workflow task, durofs hands out the timer first.
+//
+// go-workflows' executor applies a task's NewEvents in order
+// (workflow/executor/executor.go:286, executeNewEvents) and resumes the
+// workflow after each one, so the order decides races such as the usual
+// timeout pattern, workflow.Select over an activity's future and a timer's:
+// the first event of the batch wins.
+//
+// SQLite: the batch is read by getPendingEvents (events.go:76) through the
+// index on (instance_id, execution_id, visible_at, schedule_event_id)
+// (db/migrations/000001_initial.up.sql:34), which yields the events without
+// visible_at (activity results, signals, cancellations) before fired
+// timers; checked by running the SQLite backend: [ActivityCompleted,
+// TimerFired]. (The redis backend moves a timer into the instance's
+// pending events only once it is due, scripts/schedule_future_events.lua,
+// so it too delivers the earlier activity result first.)
+//
+// durofs: gwFetchLocked (provider/fs_gw_task.go) builds the batch in
+// message-name order, i.e. by the ULID of when each message was enqueued.
+// A timer is enqueued when it is scheduled, so it sorts before an activity
+// result that arrived later but well before the timer was due: [TimerFired,
+// ActivityCompleted]. Whenever both are in one batch - the worker was busy,
+// restarting, or the instance was sticky to a worker that died (30 s by
+// default) while the timer came due - a workflow that waits for "activity
+// or timeout" takes the timeout although the activity finished in time.
+// Ordering the batch by when each event became visible (a timer's
+// visible-at, else its enqueue time; the name carries both) would match.
+func TestReviewBatchOrderTimerAfterEarlierEvent(t *testing.T) {
+	ctx := context.Background()
+	b := openNamed(t, t.TempDir(), "w")
+	wfi := core.NewWorkflowInstance(uuid.NewString(), uuid.NewString())
+	require.NoError(t, b.CreateWorkflowInstance(ctx, wfi, startedEvent()))
+	task, err := b.GetWorkflowTask(ctx, queues)
+	require.NoError(t, err)
+	require.NotNil(t, task)
+
+	// The task schedules an activity (event 1) and a timer (event 2) due in
+	// 300 ms, as workflow.ExecuteActivity + workflow.ScheduleTimer do.
+	due := time.Now().Add(300 * time.Millisecond)
+	start := task.NewEvents[0]
+	start.SequenceID = 1
+	sched := history.NewPendingEvent(time.Now(), history.EventType_ActivityScheduled, &history.ActivityScheduledAttributes{Name: "a"}, history.ScheduleEventID(1))
+	sched.SequenceID = 2
+	timerSched := history.NewPendingEvent(time.Now(), history.EventType_TimerScheduled, &history.TimerScheduledAttributes{At: due}, history.ScheduleEventID(2))
+	timerSched.SequenceID = 3
+	fired := history.NewPendingEvent(time.Now(), history.EventType_TimerFired, &history.TimerFiredAttributes{At: due}, history.ScheduleEventID(2), history.VisibleAt(due))
+	require.NoError(t, b.CompleteWorkflowTask(ctx, task, core.WorkflowInstanceStateActive,
+		[]*history.Event{start, sched, timerSched}, []*history.Event{sched}, []*history.Event{fired}, nil))
+
+	// The activity finishes at once, long before the timer is due.
+	at, err := b.GetActivityTask(ctx, []workflow.Queue{workflow.QueueDefault})
+	require.NoError(t, err)
+	require.NotNil(t, at)
+	require.NoError(t, b.CompleteActivityTask(ctx, at,
+		history.NewPendingEvent(time.Now(), history.EventType_ActivityCompleted, &history.ActivityCompletedAttributes{}, history.ScheduleEventID(1))))
+	require.True(t, time.Now().Before(due), "the activity result must arrive before the timer is due (machine too slow?)")
+
+	// No workflow task runs until the timer is due; then one task gets both.
+	time.Sleep(time.Until(due) + 50*time.Millisecond)
+	next, err := b.GetWorkflowTask(ctx, queues)
+	require.NoError(t, err)
+	require.NotNil(t, next)
+	var types []history.EventType
+	for _, e := range next.NewEvents {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []history.EventType{history.EventType_ActivityCompleted, history.EventType_TimerFired}, types,
+		"the activity result, which arrived before the timer was due, must come first")
+}
