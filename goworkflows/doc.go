@@ -50,18 +50,24 @@
 //	                                        fetched). After a task completes, a released lease that keeps
 //	                                        owner + expiry is the sticky preference for that worker.
 //	  instance.json                         durofs's instance file (name, status, current execution,
-//	                                        counters: durofs ls/show read it) plus "gw": every execution
-//	                                        {id, n, queue, name, state, failed, parent {instance, execution,
-//	                                        event}, metadata, created_ns, completed_ns, last_seq, events,
-//	                                        history_bytes (the history file's size: a task's commit appends
-//	                                        there without reading the file)}
+//	                                        counters: durofs ls/show read it) plus "gw": the next execution
+//	                                        number and the latest execution (the only one that can be
+//	                                        active) {id, n, queue, name, state, failed, parent {instance,
+//	                                        execution, event}, metadata, created_ns, completed_ns, last_seq,
+//	                                        events, history_bytes (the history file's size: a task's commit
+//	                                        appends there without reading the file)}; format 7 listed every
+//	                                        execution here (read as it is; the next commit moves them out)
 //	  executions/<n>/history.jsonl          the execution's history (n = 1, 2, ... per instance id, in
 //	                                        creation order). One record per executed event:
 //	                                        "<crc> <sequence id> <fence> <payload>", payload =
 //	                                        {"event_id":<seq>,"instance_id":…,"execution_id":<n>,
 //	                                        "timestamp_ms":…,"duroxide_version":"","type":"workflow.<EventType>",
 //	                                        "event":<the go-workflows history.Event JSON>}
-//	  executions/<n>/state.json             durofs's execution file (status, times, event count)
+//	  executions/<n>/state.json             durofs's execution file (status, times, event count) and
+//	                                        "gw", the execution's record as above: the only copy once
+//	                                        instance.json no longer lists it
+//	  executions/by-id/<id>                 {"id", "n"} (<id> = names.Encode(execution id)): the number of
+//	                                        each execution instance.json does not list
 //	                                        (the directory goes with the instance's last execution:
 //	                                        RemoveWorkflowInstances reclaims it, lock and lease included)
 //	children/<parent key>/<key>             the instance's current execution is a sub-workflow of the
@@ -75,7 +81,9 @@
 //	                                        result goes to), eid; claims/<name>.json is a task's lock
 //
 // Mapping of ids: instance id -> instances/<names.Encode(id)>; execution id
-// -> the execution entry in instance.json, whose n names executions/<n>;
+// -> the execution's record (in instance.json for the latest execution,
+// else in executions/<n>/state.json, n found in executions/by-id/<id>),
+// whose n names executions/<n>;
 // event -> one history record whose record id is its sequence id (0 for the
 // pending events a bare backend test completes as they are) and whose
 // payload carries the whole event; durofs history prints them as
@@ -98,10 +106,12 @@
 //   - CreateWorkflowInstance -> provider.CreateWorkflow: under the instance
 //     flock, ErrInstanceAlreadyExists if the instance id has an active
 //     execution (or an execution with this execution id, or is an
-//     orchestration instance); else one "gw" record: instance.json with the
-//     new execution (state, queue, parent, metadata from creation on),
-//     executions/<n>/state.json, and the WorkflowExecutionStarted event
-//     published as its first pending event.
+//     orchestration instance; an older execution's id is looked up in
+//     executions/by-id/); else one "gw" record: instance.json with the new
+//     execution (state, queue, parent, metadata from creation on), the
+//     previous latest execution moved out (its state.json with its record,
+//     its by-id entry), executions/<n>/state.json, and the
+//     WorkflowExecutionStarted event published as its first pending event.
 //   - SignalWorkflow -> provider.SendWorkflowEvent(instance, "", event): the
 //     active execution, under the flock, else ErrInstanceNotFound (also for
 //     an instance that never existed - its directory is not even created);
@@ -146,7 +156,9 @@
 //     part of the record for that instance, marked in its lease - unless the
 //     instance id has an active execution, in which case SubWorkflowFailed
 //     (ErrInstanceAlreadyExists) is delivered to the completing execution
-//     instead (continue-as-new is the same, on the task's own instance);
+//     instead (continue-as-new is the same, on the task's own instance: the
+//     execution it ends is moved out of instance.json in the same record,
+//     so the commit's size does not grow with the executions run);
 //     with RemoveContinuedAsNewInstances a continued-as-new execution is
 //     removed in the same record; and the lease released, sticky to this
 //     worker for StickyTimeout. The task's own part is applied last, after
@@ -167,7 +179,9 @@
 //     instances of a batch locked in sorted order). This is what the
 //     auto-expiration workflow (Feature_Expiration) calls.
 //   - GetWorkflowInstanceState, GetWorkflowInstanceHistory, the diag
-//     methods, GetStats and GetFutureEvents read instance.json files,
+//     methods, GetStats and GetFutureEvents read instance.json files (an
+//     older execution: its by-id entry and state.json; listings: every
+//     state.json),
 //     history files and queue indexes without locks: every file is replaced
 //     atomically or appended, so a reader sees a committed state (a commit
 //     whose writer died before applying it becomes visible when it is

@@ -104,6 +104,28 @@ func (s execIDs) All() iter.Seq[uint64] {
 	}
 }
 
+// Remove removes id (absent: nothing changes). Like Add, it never changes
+// the runs of a copy of s.
+func (s *execIDs) Remove(id uint64) {
+	if !s.Has(id) {
+		return
+	}
+	s.runs = slices.Clone(s.runs)
+	i := s.find(id)
+	r := s.runs[i]
+	switch {
+	case r.first == id && r.last == id:
+		s.runs = append(s.runs[:i], s.runs[i+1:]...)
+	case r.first == id:
+		s.runs[i].first = id + 1
+	case r.last == id:
+		s.runs[i].last = id - 1
+	default:
+		s.runs[i].last = id - 1
+		s.runs = slices.Insert(s.runs, i+1, execRun{id + 1, r.last})
+	}
+}
+
 // Slice returns the ids in ascending order.
 func (s execIDs) Slice() []uint64 {
 	var out []uint64

@@ -207,7 +207,18 @@ type formatFile struct {
 }
 
 // FormatVersion is the on-disk format major version this code reads and
-// writes. Version 7 writes instance.json's executions as runs of
+// writes. Version 8 lists only a go-workflows instance's latest execution in
+// its instance.json, which every workflow task commit writes and logs
+// whole; the record of every other execution is in its state.json ("gw")
+// and found by id through executions/by-id/ (fs_gw.go), so that a workflow
+// that continues as new forever does not make each commit log its whole
+// past. This build reads version 7's instance.json listing every execution
+// as it is (the first commit that rewrites one moves the others out, in its
+// record), and the first process that opens a version-7 (or older)
+// directory alone upgrades it, while processes of an older build, which
+// would not find the executions moved out, are refused while they have it
+// open.
+// Version 7 writes instance.json's executions as runs of
 // consecutive ids ([[1,1500]], execids.go), so that the file every ack
 // writes and logs does not grow with the executions an instance has run;
 // this build reads version 6's plain lists, and the first process that
@@ -239,7 +250,7 @@ type formatFile struct {
 // Version 1 kept per-instance commit records in commits/ and is refused
 // too: finish its work with durofs 0.1 (every process closed, commits/
 // empty), then start a new directory.
-const FormatVersion = 7
+const FormatVersion = 8
 
 // queueVersion is the fsqueue format of the directory's queues
 // (fsqueue.json), checked by fsck.
@@ -569,13 +580,13 @@ func checkFormat(data []byte, path string) error {
 	if f.Version == 2 {
 		return fmt.Errorf("%w: on-disk format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version %d); finish the directory's work with the build that wrote it (let its queues drain, close every process), then start a new directory", ErrUnsupportedFS, FormatVersion)
 	}
-	if f.Version != FormatVersion && (f.Version < 3 || f.Version > 6) {
+	if f.Version != FormatVersion && (f.Version < 3 || f.Version > 7) {
 		return fmt.Errorf("%w: on-disk format version %d (this build reads version %d)", ErrUnsupportedFS, f.Version, FormatVersion)
 	}
 	return nil
 }
 
-// upgradeFormat moves a version-3 to -6 directory to FormatVersion, in
+// upgradeFormat moves a version-3 to -7 directory to FormatVersion, in
 // place, while this process has its log alone (no older process can be
 // running), after openLog replayed the log: an older build's deletion made
 // no marker (FormatVersion), and a replay applies every committed one. A

@@ -23,13 +23,30 @@ package provider
 //	                                    fence, expiry; Data.batch = the pending-event messages it fetched);
 //	                                    a released lease whose owner and expiry are still set is the
 //	                                    "sticky" preference of the worker that completed the last task
-//	instances/<key>/instance.json       instanceFile (so durofs ls/show read it) plus "gw": every
-//	                                    execution of the instance (id, number, queue, state, parent,
-//	                                    metadata, times, last sequence id, event count)
+//	instances/<key>/instance.json       instanceFile (so durofs ls/show read it; its executions runs
+//	                                    and total_events are kept by every commit) plus "gw": the
+//	                                    instance's latest execution (the active one, if any: id,
+//	                                    number, queue, state, parent, metadata, times, last sequence
+//	                                    id, event count) and the next execution number
 //	instances/<key>/executions/<n>/history.jsonl   executed events, one record each: record id = sequence
 //	                                    id, epoch = fence, payload = {duroxide's common event fields,
 //	                                    "type":"workflow.<EventType>", "event": <the go-workflows event>}
-//	instances/<key>/executions/<n>/state.json      executionFile (status, times, event count)
+//	instances/<key>/executions/<n>/state.json      executionFile (status, times, event count) and, in
+//	                                    "gw", the execution's record as instance.json had it
+//	instances/<key>/executions/by-id/<id>          {"id","n"}: the number of execution <id>
+//	                                    (names.Encode), for every execution instance.json no longer lists
+//
+// Every commit rewrites instance.json whole and logs it whole, so it must not
+// grow with the executions an instance has run (a workflow that continues as
+// new forever has thousands): a commit that leaves an execution that is not
+// the latest in "gw" moves it out, in the same record, writing its record
+// into its state.json and its by-id entry. Only the latest execution is ever
+// active (a new execution gets the next number, and none is created while
+// one is active), so a task, a fetch, a signal and a continue-as-new read
+// instance.json alone; lookups of an older execution by id read its by-id
+// entry and its state.json, and listings read every state.json. Format 7
+// listed every execution in instance.json: such a file is read as it is, and
+// the first commit that rewrites it moves the others out (format 8).
 //	queues/gw-workflow-<q>/<name>.json  pending events of executions whose queue is q (names.Encode(q)),
 //	                                    visible_at = the event's VisibleAt (timers) or its enqueue time
 //	queues/gw-activity-<q>/<name>.json  activity tasks of queue q; claims/ are their peek-locks
@@ -142,11 +159,15 @@ type gwInstanceFile struct {
 
 type gwInstance struct {
 	// Next is the number the next execution's directory gets.
-	Next       uint64   `json:"next"`
+	Next uint64 `json:"next"`
+	// Executions are the records of the instance's latest execution (the
+	// only one that can be active); the records of the others are in their
+	// state.json (executionFile.GW). Format 7 listed every execution here.
 	Executions []gwExec `json:"executions"`
 }
 
-// gwExec is one execution's record (in instance.json).
+// gwExec is one execution's record (in instance.json while it is the
+// latest, and in its state.json).
 type gwExec struct {
 	ID          string          `json:"id"`
 	N           uint64          `json:"n"`
@@ -219,17 +240,28 @@ func (f *gwInstanceFile) clone() *gwInstanceFile {
 	return &c
 }
 
-// summarize recomputes the orchestration summary fields from the executions.
+// listed returns the record of execution number n if instance.json lists it.
+func (f *gwInstanceFile) listed(n uint64) *gwExec {
+	if f == nil || f.GW == nil {
+		return nil
+	}
+	for i := range f.GW.Executions {
+		if f.GW.Executions[i].N == n {
+			return &f.GW.Executions[i]
+		}
+	}
+	return nil
+}
+
+// summarize sets the orchestration summary fields from the latest
+// execution. The executions runs and total_events are kept by the changes
+// themselves (gwNewExec, a task's events, gwRemoveFrom): the records of
+// most executions are not at hand.
 func (f *gwInstanceFile) summarize(nowMs int64) {
 	f.UpdatedAtMs = nowMs
-	f.Executions = execIDs{}
-	f.TotalEvents = 0
 	var cur *gwExec
 	for i := range f.GW.Executions {
-		e := &f.GW.Executions[i]
-		f.Executions.Add(e.N)
-		f.TotalEvents += uint64(e.Events)
-		if cur == nil || e.N > cur.N {
+		if e := &f.GW.Executions[i]; cur == nil || e.N > cur.N {
 			cur = e
 		}
 	}
@@ -268,13 +300,16 @@ func gwStatus(e *gwExec) string {
 	return "Completed"
 }
 
-// execFileOf is the execution's state.json (read by durofs show).
+// execFileOf is the execution's state.json (read by durofs show), with its
+// record.
 func execFileOf(e *gwExec) executionFile {
 	ef := executionFile{ExecutionID: e.N, Status: gwStatus(e), StartedAtMs: e.CreatedNs / 1e6, EventCount: uint64(e.Events)}
 	if e.CompletedNs != nil {
 		ms := *e.CompletedNs / 1e6
 		ef.CompletedAtMs = &ms
 	}
+	r := *e
+	ef.GW = &r
 	return ef
 }
 
@@ -284,7 +319,99 @@ func (p *FSProvider) readGWInstance(key string) (*gwInstanceFile, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
+	if f.GW != nil {
+		// A listed execution is an execution (so it is in a file that
+		// kept the runs from the list, format 7, or a damaged one).
+		for _, e := range f.GW.Executions {
+			f.Executions.Add(e.N)
+		}
+	}
 	return &f, nil
+}
+
+// gwIDEntry is executions/by-id/<names.Encode(id)>: the number of an
+// execution instance.json does not list. The id is kept too (a long id's
+// name is its hash).
+type gwIDEntry struct {
+	ID string `json:"id"`
+	N  uint64 `json:"n"`
+}
+
+func (p *FSProvider) gwIDDir(key string) string {
+	return filepath.Join(p.instDir(key), "executions", "by-id")
+}
+
+func (p *FSProvider) gwIDPath(key, id string) string {
+	return filepath.Join(p.gwIDDir(key), names.Encode(id))
+}
+
+// gwReadExecN reads the record of execution n of key from its state.json
+// (nil if it has none, or no state.json).
+func (p *FSProvider) gwReadExecN(key string, n uint64) (*gwExec, error) {
+	ef, err := p.readExecutionFile(key, n)
+	if err != nil || ef == nil || ef.GW == nil {
+		return nil, err
+	}
+	if ef.GW.N != n {
+		return nil, fmt.Errorf("%w: %s holds the record of execution %d", ErrCorrupt, p.execStatePath(key, n), ef.GW.N)
+	}
+	return ef.GW, nil
+}
+
+// gwFind returns execution id of instance key whose instance.json is f (nil
+// if it has none): listed in f, or else found through its by-id entry. It
+// reads at most two small files, whatever the number of executions.
+func (p *FSProvider) gwFind(key string, f *gwInstanceFile, id string) (*gwExec, error) {
+	if f == nil || f.GW == nil {
+		return nil, nil
+	}
+	if e := f.exec(id); e != nil {
+		return e, nil
+	}
+	var ent gwIDEntry
+	ok, err := p.readJSON(p.gwIDPath(key, id), &ent)
+	if err != nil || !ok {
+		return nil, err
+	}
+	// An entry is a hint checked against the execution's own record: an
+	// entry of an execution removed since (an entry outlives its execution
+	// only until the same commit's apply ends) is no execution.
+	if ent.ID != id || !f.Executions.Has(ent.N) || f.listed(ent.N) != nil {
+		return nil, nil
+	}
+	e, err := p.gwReadExecN(key, ent.N)
+	if err != nil || e == nil || e.ID != id {
+		return nil, err
+	}
+	return e, nil
+}
+
+// gwAll returns the records of every execution of instance key whose
+// instance.json is f, ascending by number: the listed ones and those in
+// the state.json of the others (a listing: it reads one file per
+// execution). An execution whose record cannot be read is left out, with a
+// warning (fsck reports it).
+func (p *FSProvider) gwAll(key string, f *gwInstanceFile) ([]gwExec, error) {
+	if f == nil || f.GW == nil {
+		return nil, nil
+	}
+	var out []gwExec
+	for n := range f.Executions.All() {
+		if e := f.listed(n); e != nil {
+			out = append(out, *e)
+			continue
+		}
+		e, err := p.gwReadExecN(key, n)
+		if e == nil {
+			if err == nil {
+				err = errors.New("its state.json has no go-workflows record")
+			}
+			p.log.Warn("durofs: a go-workflows execution cannot be read", "key", key, "execution", n, "err", err)
+			continue
+		}
+		out = append(out, *e)
+	}
+	return out, nil
 }
 
 // gwRecord is the workflow part of a log record (commitRecord.GW).
@@ -323,6 +450,11 @@ type gwPart struct {
 	InstanceFile       *gwInstanceFile `json:"instance_file,omitempty"`
 	DeleteInstanceFile bool            `json:"delete_instance_file,omitempty"`
 	States             []gwStateWrite  `json:"states,omitempty"`
+	// IDs are by-id entries written (after States, before InstanceFile:
+	// the executions instance.json stops listing); RemoveIDs those removed
+	// (with RemoveExecs).
+	IDs       []gwIDEntry `json:"ids,omitempty"`
+	RemoveIDs []string    `json:"remove_ids,omitempty"`
 	// ChildOf and UnchildOf are the parents whose children index gains and
 	// loses the instance: its record names a new parent (ChildOf, before
 	// instance.json is written) or no longer names the old one (UnchildOf,
@@ -663,6 +795,14 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 			return fmt.Errorf("write execution state: %w", err)
 		}
 	}
+	for _, e := range pt.IDs {
+		if err := p.fs.MkdirAll(p.gwIDDir(key), vfs.DirPerm); err != nil {
+			return fmt.Errorf("create execution id index: %w", err)
+		}
+		if err := p.writeJSONApply(p.gwIDPath(key, e.ID), e); err != nil {
+			return fmt.Errorf("write execution id entry: %w", err)
+		}
+	}
 	failpoint.Hit("gwredo.after_states")
 	if pt.ChildOf != nil {
 		if err := p.addChild(*pt.ChildOf, key); err != nil {
@@ -687,9 +827,19 @@ func (p *FSProvider) gwApplyPart(ctx context.Context, g *lease.Guard, id string,
 			return err
 		}
 	}
+	for _, id := range pt.RemoveIDs {
+		if err := p.fs.Remove(p.gwIDPath(key, id)); err != nil && !vfs.IsNotExist(err) {
+			return fmt.Errorf("remove execution id entry: %w", err)
+		}
+	}
 	for _, n := range pt.RemoveExecs {
 		if err := p.fs.RemoveAll(p.execDir(key, n)); err != nil {
 			return fmt.Errorf("remove execution %d: %w", n, err)
+		}
+	}
+	if pt.DeleteInstanceFile {
+		if err := p.rmdirIfEmpty(p.gwIDDir(key)); err != nil {
+			return fmt.Errorf("remove execution id index: %w", err)
 		}
 	}
 	failpoint.Hit("gwredo.after_files")
@@ -824,6 +974,12 @@ func (p *FSProvider) gwTouched(rec *commitRecord, files, dirs map[string]bool) b
 			for _, s := range pt.States {
 				files[p.execStatePath(pt.Key, s.N)] = true
 				dirs[p.execDir(pt.Key, s.N)] = true
+			}
+			for _, e := range pt.IDs {
+				files[p.gwIDPath(pt.Key, e.ID)] = true
+			}
+			if len(pt.IDs) > 0 || len(pt.RemoveIDs) > 0 {
+				dirs[p.gwIDDir(pt.Key)] = true
 			}
 			if pt.InstanceFile != nil {
 				files[p.instFilePath(pt.Key)] = true

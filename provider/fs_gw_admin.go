@@ -30,10 +30,11 @@ func (p *FSProvider) PrepareWorkflowQueues(queues []string, activity bool) error
 	return nil
 }
 
-// gwRemoveFrom adds the removal of execution execID to b (which must hold
-// it): its directory, its record, and its pending events.
-func (p *FSProvider) gwRemoveFrom(b *gwBuild, execID string) error {
-	ex := b.inf.exec(execID)
+// gwRemoveFrom adds the removal of execution ex of b's instance (listed in
+// b.inf or not, gwFind): its directory, its record, its by-id entry, and
+// its pending events.
+func (p *FSProvider) gwRemoveFrom(b *gwBuild, ex gwExec) error {
+	execID := ex.ID
 	dir := gwWorkflowQueue(ex.Queue)
 	q, err := p.gwQueue(dir)
 	if err != nil {
@@ -49,14 +50,17 @@ func (p *FSProvider) gwRemoveFrom(b *gwBuild, execID string) error {
 		}
 	}
 	b.part.RemoveExecs = append(b.part.RemoveExecs, ex.N)
+	b.part.RemoveIDs = append(b.part.RemoveIDs, execID)
 	delete(b.states, ex.N)
 	var keep []gwExec
 	for _, e := range b.inf.GW.Executions {
-		if e.ID != execID {
+		if e.N != ex.N {
 			keep = append(keep, e)
 		}
 	}
 	b.inf.GW.Executions = keep
+	b.inf.Executions.Remove(ex.N)
+	b.inf.TotalEvents -= min(b.inf.TotalEvents, uint64(ex.Events))
 	b.changed = true
 	return nil
 }
@@ -84,17 +88,22 @@ func (p *FSProvider) RemoveWorkflow(ctx context.Context, ref WorkflowRef) error 
 	if err != nil {
 		return err
 	}
-	ex := b.inf.exec(ref.ExecutionID)
+	ex, err := p.gwFind(key, b.inf, ref.ExecutionID)
+	if err != nil {
+		return err
+	}
 	if ex == nil {
 		return ErrWorkflowNotFound
 	}
 	if ex.State == WorkflowActive {
 		return ErrWorkflowNotFinished
 	}
-	if err := p.gwRemoveFrom(b, ref.ExecutionID); err != nil {
+	if err := p.gwRemoveFrom(b, *ex); err != nil {
 		return err
 	}
-	b.finish(guards[key].Now().UnixMilli(), 0)
+	if err := p.gwFinish(b, guards[key].Now().UnixMilli(), 0); err != nil {
+		return err
+	}
 	return p.gwCommit(ctx, "remove", guards, []*gwBuild{b}, nil)
 }
 
@@ -141,7 +150,11 @@ func (p *FSProvider) RemoveWorkflows(ctx context.Context, before time.Time, batc
 	type cand struct{ key, instance, exec string }
 	var cands []cand
 	for _, s := range all {
-		for _, e := range s.f.GW.Executions {
+		execs, err := p.gwAll(s.key, s.f)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range execs {
 			if e.State != WorkflowActive && e.CompletedNs != nil && *e.CompletedNs < before.UnixNano() {
 				cands = append(cands, cand{s.key, s.f.Instance, e.ID})
 			}
@@ -159,8 +172,12 @@ func (p *FSProvider) RemoveWorkflows(ctx context.Context, before time.Time, batc
 				if c.key != key {
 					continue
 				}
-				if ex := b.inf.exec(c.exec); ex != nil && ex.State != WorkflowActive {
-					if err := p.gwRemoveFrom(b, c.exec); err != nil {
+				ex, err := p.gwFind(key, b.inf, c.exec)
+				if err != nil {
+					return err
+				}
+				if ex != nil && ex.State != WorkflowActive {
+					if err := p.gwRemoveFrom(b, *ex); err != nil {
 						return err
 					}
 				}
@@ -199,7 +216,9 @@ func (p *FSProvider) removeBatch(ctx context.Context, keys []string, fill func(k
 		}
 		if b.changed {
 			n += len(b.part.RemoveExecs)
-			b.finish(nowMs, 0)
+			if err := p.gwFinish(b, nowMs, 0); err != nil {
+				return 0, err
+			}
 			builds = append(builds, b)
 		}
 	}
@@ -214,7 +233,7 @@ func (p *FSProvider) removeBatch(ctx context.Context, keys []string, fill func(k
 }
 
 // WorkflowExecutions lists every execution of every instance (a scan of the
-// instance files).
+// instance files and of the state.json of the executions they do not list).
 func (p *FSProvider) WorkflowExecutions(ctx context.Context) ([]WorkflowExecution, error) {
 	all, err := p.gwScan()
 	if err != nil {
@@ -222,8 +241,12 @@ func (p *FSProvider) WorkflowExecutions(ctx context.Context) ([]WorkflowExecutio
 	}
 	var out []WorkflowExecution
 	for _, s := range all {
-		for i := range s.f.GW.Executions {
-			out = append(out, s.f.GW.Executions[i].public(s.f.Instance))
+		execs, err := p.gwAll(s.key, s.f)
+		if err != nil {
+			return nil, err
+		}
+		for i := range execs {
+			out = append(out, execs[i].public(s.f.Instance))
 		}
 	}
 	return out, nil

@@ -98,14 +98,21 @@ func (p *FSProvider) newGWBuild(key, instance string) (*gwBuild, error) {
 	return b, nil
 }
 
-// taken reports whether a new execution id of the instance cannot be
+// gwTaken reports whether a new execution id of b's instance cannot be
 // created: it has an active execution, an execution with that id, or is an
-// orchestration instance.
-func (b *gwBuild) taken(execID string) bool {
+// orchestration instance. The active execution is the latest, which
+// instance.json lists; an older execution with that id has a by-id entry:
+// a continue-as-new reads one entry (that does not exist), never the
+// instance's past.
+func (p *FSProvider) gwTaken(b *gwBuild, execID string) (bool, error) {
 	if b.inf == nil {
-		return false
+		return false, nil
 	}
-	return b.inf.GW == nil || b.inf.active() != nil || b.inf.exec(execID) != nil
+	if b.inf.GW == nil || b.inf.active() != nil || b.inf.exec(execID) != nil {
+		return true, nil
+	}
+	e, err := p.gwFind(b.key, b.inf, execID)
+	return e != nil, err
 }
 
 // newExec adds a new active execution.
@@ -126,8 +133,9 @@ func (p *FSProvider) gwNewExec(b *gwBuild, ref WorkflowRef, s WorkflowStart, now
 	if q == "" {
 		q = "default"
 	}
-	n := max(b.inf.GW.Next, 1)
+	n := max(b.inf.GW.Next, 1, b.inf.Executions.Last()+1)
 	b.inf.GW.Next = n + 1
+	b.inf.Executions.Add(n)
 	b.inf.GW.Executions = append(b.inf.GW.Executions, gwExec{
 		ID: ref.ExecutionID, N: n, Queue: q, Name: s.Name, State: WorkflowActive, Parent: s.Parent,
 		Metadata: s.Metadata, CreatedNs: nowNs,
@@ -137,16 +145,57 @@ func (p *FSProvider) gwNewExec(b *gwBuild, ref WorkflowRef, s WorkflowStart, now
 	return &b.inf.GW.Executions[len(b.inf.GW.Executions)-1], nil
 }
 
-// finish completes the part's instance file and state files.
-func (b *gwBuild) finish(nowMs int64, fence uint64) {
+// gwMoveOutMax bounds the executions one part moves out of instance.json: a
+// format-7 file that lists thousands is emptied over several commits, none
+// of which logs more than this many records besides the file itself (which
+// format 7 logged whole anyway). A variable for tests.
+var gwMoveOutMax = 256
+
+// gwFinish completes the part's instance file and state files. instance.json
+// keeps only the latest execution: any other it lists (the one a
+// continue-as-new ended, the older ones of a format-7 file, gwMoveOutMax at
+// a time) is moved out in this part - its state.json written with its
+// record, and its by-id entry. If the latest was removed, the one before it
+// is listed again (read from its state.json).
+func (p *FSProvider) gwFinish(b *gwBuild, nowMs int64, fence uint64) error {
 	if !b.changed || b.inf == nil {
-		return
+		return nil
 	}
-	if len(b.inf.GW.Executions) == 0 {
+	latest := b.inf.Executions.Last()
+	if latest == 0 {
+		b.inf.GW.Executions = nil
 		b.part.DeleteInstanceFile = true
 		b.part.UnchildOf = b.parent
-		return
+		return nil
 	}
+	if b.inf.listed(latest) == nil {
+		e, err := p.gwReadExecN(b.key, latest)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			return fmt.Errorf("%w: instance %s: the record of its latest execution, %d, is in neither instance.json nor its state.json", ErrCorrupt, b.instance, latest)
+		}
+		b.inf.GW.Executions = append(b.inf.GW.Executions, *e)
+		// Listed again: by-id entries are those of the executions
+		// instance.json does not list.
+		b.part.RemoveIDs = append(b.part.RemoveIDs, e.ID)
+	}
+	moved := map[uint64]gwExec{}
+	var kept []gwExec
+	for _, e := range b.inf.GW.Executions {
+		if e.N == latest || len(moved) >= gwMoveOutMax {
+			kept = append(kept, e)
+			continue
+		}
+		if e.State == WorkflowActive {
+			return fmt.Errorf("%w: instance %s: execution %d is active and not the latest (%d)", ErrCorrupt, b.instance, e.N, latest)
+		}
+		moved[e.N] = e
+		b.states[e.N] = true
+		b.part.IDs = append(b.part.IDs, gwIDEntry{ID: e.ID, N: e.N})
+	}
+	b.inf.GW.Executions = kept
 	b.inf.summarize(nowMs)
 	if np := b.inf.Record.ParentInstanceID; !samePtr(np, b.parent) {
 		// The current execution's parent changed (or is new): the
@@ -161,12 +210,13 @@ func (b *gwBuild) finish(nowMs int64, fence uint64) {
 	}
 	slices.Sort(ns)
 	for _, n := range ns {
-		for i := range b.inf.GW.Executions {
-			if e := &b.inf.GW.Executions[i]; e.N == n {
-				b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(e)})
-			}
+		if e := b.inf.listed(n); e != nil {
+			b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(e)})
+		} else if e, ok := moved[n]; ok {
+			b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(&e)})
 		}
 	}
+	return nil
 }
 
 // samePtr reports whether a and b are both nil or point to equal strings.
@@ -341,7 +391,9 @@ func (p *FSProvider) CreateWorkflow(ctx context.Context, ref WorkflowRef, s Work
 	if err != nil {
 		return err
 	}
-	if b.taken(ref.ExecutionID) {
+	if taken, err := p.gwTaken(b, ref.ExecutionID); err != nil {
+		return err
+	} else if taken {
 		return ErrWorkflowExists
 	}
 	now := guards[key].Now()
@@ -353,7 +405,10 @@ func (p *FSProvider) CreateWorkflow(ctx context.Context, ref WorkflowRef, s Work
 		p.gwUnstage(b.part.Publish)
 		return err
 	}
-	b.finish(now.UnixMilli(), 0)
+	if err := p.gwFinish(b, now.UnixMilli(), 0); err != nil {
+		p.gwUnstage(b.part.Publish)
+		return err
+	}
 	return p.gwCommit(ctx, "create", guards, []*gwBuild{b}, b.part.Publish)
 }
 
@@ -386,7 +441,9 @@ func (p *FSProvider) SendWorkflowEvent(ctx context.Context, instance, execID str
 		if ex = b.inf.active(); ex == nil {
 			return ErrWorkflowNotFound
 		}
-	} else if ex = b.inf.exec(execID); ex == nil {
+	} else if ex, err = p.gwFind(key, b.inf, execID); err != nil {
+		return err
+	} else if ex == nil {
 		return ErrWorkflowNotFound
 	} else if ex.State != WorkflowActive {
 		return nil
@@ -401,11 +458,15 @@ func (p *FSProvider) SendWorkflowEvent(ctx context.Context, instance, execID str
 // WorkflowExecutionInfo returns one execution (ErrWorkflowNotFound if
 // unknown).
 func (p *FSProvider) WorkflowExecutionInfo(ctx context.Context, ref WorkflowRef) (WorkflowExecution, error) {
-	inf, err := p.readGWInstance(instanceKey(ref.InstanceID))
+	key := instanceKey(ref.InstanceID)
+	inf, err := p.readGWInstance(key)
 	if err != nil {
 		return WorkflowExecution{}, err
 	}
-	ex := inf.exec(ref.ExecutionID)
+	ex, err := p.gwFind(key, inf, ref.ExecutionID)
+	if err != nil {
+		return WorkflowExecution{}, err
+	}
 	if ex == nil {
 		return WorkflowExecution{}, ErrWorkflowNotFound
 	}
@@ -420,7 +481,10 @@ func (p *FSProvider) WorkflowHistory(ctx context.Context, ref WorkflowRef, after
 	if err != nil {
 		return nil, err
 	}
-	ex := inf.exec(ref.ExecutionID)
+	ex, err := p.gwFind(key, inf, ref.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
 	if ex == nil {
 		return nil, ErrWorkflowNotFound
 	}
@@ -775,6 +839,7 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 		ex.HistoryBytes += history.EncodedSize(added)
 	}
 	ex.Events += len(res.Executed)
+	own.inf.TotalEvents += uint64(len(res.Executed))
 	if len(res.Executed) > 0 {
 		ex.LastSeq = res.Executed[len(res.Executed)-1].SequenceID
 	}
@@ -860,7 +925,11 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 			order = append(order, tb)
 		}
 		if s.Start != nil {
-			if tb.taken(s.Target.ExecutionID) {
+			taken, err := p.gwTaken(tb, s.Target.ExecutionID)
+			if err != nil {
+				return fail(err)
+			}
+			if taken {
 				if s.OnExists != nil && active {
 					if err := p.gwStageEvent(pt, key, instance, &self, *s.OnExists, nowMs); err != nil {
 						return fail(err)
@@ -885,6 +954,8 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 		if tb.inf == nil {
 			continue
 		}
+		// Only the latest execution, which instance.json lists, can be
+		// active: one it does not list is not looked up.
 		tx := tb.inf.exec(s.Target.ExecutionID)
 		if tx == nil || tx.State != WorkflowActive {
 			continue // gone or no longer active: nothing would consume it
@@ -903,7 +974,10 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 	if res.RemoveExecution && !active {
 		pt.History, pt.HistoryIDs = nil, nil
 		pt.RemoveExecs = append(pt.RemoveExecs, n)
+		pt.RemoveIDs = append(pt.RemoveIDs, self.ID)
 		own.inf.GW.Executions = slices.DeleteFunc(own.inf.GW.Executions, func(e gwExec) bool { return e.ID == self.ID })
+		own.inf.Executions.Remove(n)
+		own.inf.TotalEvents -= min(own.inf.TotalEvents, uint64(self.Events))
 		delete(own.states, n)
 	}
 
@@ -917,7 +991,9 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 		if b != own && !b.changed {
 			continue
 		}
-		b.finish(nowMs, cur.Fence)
+		if err := p.gwFinish(b, nowMs, cur.Fence); err != nil {
+			return fail(err)
+		}
 		parts = append(parts, b)
 	}
 	return p.gwCommit(ctx, "complete", guards, parts, staged)

@@ -13,7 +13,7 @@ import (
 	"github.com/durofs/durofs/internal/vfs"
 )
 
-// TestOpenFormat: Open creates FORMAT (version 7) in a fresh directory,
+// TestOpenFormat: Open creates FORMAT (version 8) in a fresh directory,
 // reopens a current one and upgrades a version-3, -4 or -5 one in place; it refuses, with an error wrapping
 // ErrUnsupportedFS, a FORMAT of version 1 or 2 (saying what to do), of a
 // future version or of another kind, and creates nothing in a directory it
@@ -25,14 +25,15 @@ func TestOpenFormat(t *testing.T) {
 		wantErr string // "" = Open succeeds; else a part of the error
 	}{
 		{"fresh directory", "", ""},
-		{"current version", `{"format":"durofs","version":7}`, ""},
+		{"current version", `{"format":"durofs","version":8}`, ""},
+		{"version 7 (every go-workflows execution in instance.json): upgraded", `{"format":"durofs","version":7}`, ""},
 		{"version 6 (executions listed id by id): upgraded", `{"format":"durofs","version":6}`, ""},
 		{"version 5 (no deletion markers): replayed and upgraded", `{"format":"durofs","version":5}`, ""},
 		{"version 4 (files replaced, never written in place): upgraded", `{"format":"durofs","version":4}`, ""},
 		{"version 3 (log not preallocated): upgraded", `{"format":"durofs","version":3}`, ""},
-		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 7); finish the directory's work with durofs 0.1"},
-		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 7); finish the directory's work with the build that wrote it"},
-		{"future major version", `{"format":"durofs","version":8}`, "format version 8 (this build reads version 7)"},
+		{"version 1 (commit records)", `{"format":"durofs","version":1}`, "format version 1 (per-instance commit records) is not read by this build, which commits through a write-ahead log (version 8); finish the directory's work with durofs 0.1"},
+		{"version 2 (messages named by ULID alone)", `{"format":"durofs","version":2}`, "format version 2 (queue messages named <ULID>.json) is not read by this build, which names them <ULID>.<visible>.<route>.json (version 8); finish the directory's work with the build that wrote it"},
+		{"future major version", `{"format":"durofs","version":9}`, "format version 9 (this build reads version 8)"},
 		{"not durofs", `{"format":"other","version":2}`, "is not a durofs FORMAT file"},
 		{"garbage", `not json`, "is not a durofs FORMAT file"},
 	}
@@ -66,8 +67,8 @@ func TestOpenFormat(t *testing.T) {
 			}
 			p.Close()
 			data, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
-			if err != nil || !strings.Contains(string(data), `"format":"durofs"`) || !strings.Contains(string(data), `"version":7`) {
-				t.Fatalf("FORMAT = %q, %v; want version 7", data, err)
+			if err != nil || !strings.Contains(string(data), `"format":"durofs"`) || !strings.Contains(string(data), `"version":8`) {
+				t.Fatalf("FORMAT = %q, %v; want version 8", data, err)
 			}
 			// Reopening works and keeps the FORMAT file.
 			p2, err := Open(dir, Options{SweepInterval: -1})
@@ -82,13 +83,13 @@ func TestOpenFormat(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesOlderFormatInUse: a version-3, -4 or -5 directory that
+// TestOpenRefusesOlderFormatInUse: a version-3, -4, -5 or -7 directory that
 // other processes have open (processes of an older build: one appends at the
 // end of a log segment, one reads instance.json without checking a seal, one
-// deletes without a deletion marker) is refused; nothing is upgraded under
-// them.
+// deletes without a deletion marker, one looks for every go-workflows
+// execution in instance.json) is refused; nothing is upgraded under them.
 func TestOpenRefusesOlderFormatInUse(t *testing.T) {
-	for _, version := range []string{"3", "4", "5"} {
+	for _, version := range []string{"3", "4", "5", "7"} {
 		t.Run("version "+version, func(t *testing.T) {
 			dir := t.TempDir()
 			p := openT(t, dir, Options{SweepInterval: -1, Logger: quietLog})
@@ -193,7 +194,7 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 }
 
 // TestOpenReplaysWhenUpgrading: the first process to open a version-5 (or
-// -6) directory alone replays its log before it writes version 7, even in the
+// -6, -7) directory alone replays its log before it writes version 8, even in the
 // boot its last process died in (when a reopen would otherwise only
 // finish the marked commits): a deletion committed by an older build made
 // no deletion marker, and the replay applies every committed deletion, or
@@ -202,7 +203,7 @@ func TestOpenReplaysWhenUpgrading(t *testing.T) {
 	for _, c := range []struct {
 		version    string
 		wantReplay bool
-	}{{"5", true}, {"6", true}, {"7", false}} {
+	}{{"5", true}, {"6", true}, {"7", true}, {"8", false}} {
 		t.Run("version "+c.version, func(t *testing.T) {
 			mem := vfs.NewStrictMem()
 			mustNoErr(t, mem.MkdirAll("/d", vfs.DirPerm))
@@ -225,8 +226,8 @@ func TestOpenReplaysWhenUpgrading(t *testing.T) {
 			if got := p.RecoveryStats().RecordsReplayed > 0; got != c.wantReplay {
 				t.Fatalf("version %s reopened alone in the same boot: records replayed = %d; want replay %v", c.version, p.RecoveryStats().RecordsReplayed, c.wantReplay)
 			}
-			if data, _ := mem.ReadFile("/d/FORMAT"); !strings.Contains(string(data), `"version":7`) {
-				t.Fatalf("FORMAT = %q; want version 7", data)
+			if data, _ := mem.ReadFile("/d/FORMAT"); !strings.Contains(string(data), `"version":8`) {
+				t.Fatalf("FORMAT = %q; want version 8", data)
 			}
 		})
 	}

@@ -115,6 +115,11 @@ type executionFile struct {
 	// Empty in directories written before it existed and in go-workflows
 	// executions: their histories are read whole.
 	Generation string `json:"generation,omitempty"`
+	// GW is a go-workflows execution's record (fs_gw.go): every commit
+	// that writes the state.json of one keeps it current. It is the only
+	// record of an execution that instance.json no longer lists (format 8:
+	// instance.json lists only the latest execution).
+	GW *gwExec `json:"gw,omitempty"`
 }
 
 func jsonMarshal(v any) ([]byte, error) {

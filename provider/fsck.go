@@ -825,6 +825,7 @@ func (r *fsckRun) checkInstance(ctx context.Context, key string) error {
 	default:
 		lost = r.checkInstanceLoss(key, inf, execs) || lost
 		r.checkCounters(key, inf, execs, lost)
+		r.checkGWIndex(key, execs)
 	}
 	return nil
 }
@@ -963,6 +964,10 @@ func (r *fsckRun) checkExecution(key string, id uint64, pending bool, inf *insta
 		f.Action = "fsck --repair moves it to quarantine/ and rebuilds it from the history"
 		if !e.eventsOK {
 			f.Action = "not repairable: the history it would be rebuilt from is unreadable"
+			break
+		}
+		if r.gwMovedOut(key, id) {
+			f.Action = "not repairable: it holds the only record of a go-workflows execution that instance.json no longer lists (id, queue, metadata, state)"
 			break
 		}
 		if r.repair && !pending {

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"github.com/durofs/durofs/fsqueue"
+	"github.com/durofs/durofs/internal/names"
+	"github.com/durofs/durofs/internal/vfs"
 )
 
 // errGWRebuild: rebuildInstance refuses a go-workflows instance.
@@ -202,9 +204,17 @@ func (r *fsckRun) gwHasMessages(key string) bool {
 	return err != nil || len(msgs) > 0
 }
 
+// gwMovedOut reports whether execution id of key is a go-workflows
+// execution that instance.json does not list: its state.json holds its
+// only record.
+func (r *fsckRun) gwMovedOut(key string, id uint64) bool {
+	f, err := r.p.readGWInstance(key)
+	return err == nil && f != nil && f.GW != nil && f.Executions.Has(id) && f.listed(id) == nil
+}
+
 // gwExecutionFile is the state.json of go-workflows execution id of key,
-// as its instance.json records it (nil: not a go-workflows execution, or
-// instance.json is unreadable).
+// as its instance.json records it (nil: not a go-workflows execution
+// instance.json lists, or instance.json is unreadable).
 func (r *fsckRun) gwExecutionFile(key string, id uint64) *executionFile {
 	f, err := r.p.readGWInstance(key)
 	if err != nil || f == nil || f.GW == nil {
@@ -228,4 +238,80 @@ func (r *fsckRun) writeInstanceSummary(key string, want *instanceFile) error {
 		return r.writeJSONFile(path, want)
 	}
 	return r.writeJSONFile(path, &gwInstanceFile{instanceFile: *want, GW: f.GW})
+}
+
+// checkGWIndex checks a go-workflows instance's executions that
+// instance.json does not list (format 8, fs_gw.go): each must have its
+// record in its state.json and a by-id entry naming it (a lookup by id
+// would not find it: repaired by writing the entry from the record); an
+// entry naming no such execution is left over (lookups check an entry
+// against the record, so it is harmless: repaired by removing it).
+func (r *fsckRun) checkGWIndex(key string, execs []*fsckExec) {
+	if r.replayDue {
+		return // the replay rewrites them
+	}
+	f, err := r.p.readGWInstance(key)
+	if err != nil || f == nil || f.GW == nil {
+		return
+	}
+	want := map[string]gwIDEntry{} // by entry name
+	for _, e := range execs {
+		if !f.Executions.Has(e.id) || f.listed(e.id) != nil || e.state == nil {
+			continue
+		}
+		sp := r.p.execStatePath(key, e.id)
+		if e.state.GW == nil || e.state.GW.N != e.id {
+			x := r.add(FsckCounterDrift, SeverityError, sp, "go-workflows execution %d is not listed in instance.json and its state.json has no record of it (id, queue, state): it cannot be looked up or listed", e.id)
+			x.Action = "not repairable: the record is in no other file"
+			continue
+		}
+		ent := gwIDEntry{ID: e.state.GW.ID, N: e.id}
+		want[names.Encode(ent.ID)] = ent
+		var got gwIDEntry
+		path := r.p.gwIDPath(key, ent.ID)
+		ok, err := r.p.readJSON(path, &got)
+		if ok && err == nil && got == ent {
+			continue
+		}
+		detail := "missing"
+		if err != nil {
+			detail = err.Error()
+		} else if ok {
+			detail = fmt.Sprintf("it names execution %d (id %q)", got.N, got.ID)
+		}
+		x := r.add(FsckCounterDrift, SeverityError, path, "by-id entry of go-workflows execution %q (%d): %s", ent.ID, e.id, detail)
+		x.Action = "fsck --repair writes it from the execution's state.json"
+		if r.repair {
+			err := r.p.fs.MkdirAll(r.p.gwIDDir(key), vfs.DirPerm)
+			if err == nil {
+				err = r.p.writeJSONApply(path, ent)
+			}
+			if err == nil {
+				err = r.p.syncPaths(map[string]bool{path: true}, map[string]bool{r.p.gwIDDir(key): true})
+			}
+			r.fixed(x, err, "rewritten")
+		}
+	}
+	entries, err := r.p.fs.ReadDirNames(r.p.gwIDDir(key))
+	if err != nil {
+		if !vfs.IsNotExist(err) {
+			r.ioError(r.p.gwIDDir(key), err)
+		}
+		return
+	}
+	for _, name := range entries {
+		if _, ok := want[name]; ok || vfs.IsTemp(name) {
+			continue
+		}
+		path := filepath.Join(r.p.gwIDDir(key), name)
+		x := r.add(FsckCounterDrift, SeverityWarning, path, "by-id entry names no go-workflows execution that instance.json does not list (lookups ignore it)")
+		x.Action = "fsck --repair removes it"
+		if r.repair {
+			err := r.p.fs.Remove(path)
+			if err == nil {
+				err = r.p.syncPaths(nil, map[string]bool{r.p.gwIDDir(key): true})
+			}
+			r.fixed(x, err, "removed")
+		}
+	}
 }

@@ -316,7 +316,7 @@ func TestFsckFormat(t *testing.T) {
 	for _, c := range []struct{ version, want string }{
 		{"1", "finish the directory's work with durofs 0.1"},
 		{"2", "queue messages named <ULID>.json"},
-		{"8", "version 8 (this build reads version 7)"},
+		{"9", "version 9 (this build reads version 8)"},
 	} {
 		mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":`+c.version+`}`), 0o600))
 		rep := fsckT(t, dir, true)
@@ -325,7 +325,7 @@ func TestFsckFormat(t *testing.T) {
 			t.Errorf("FORMAT version %s: %+v, want one unrepaired format finding saying %q", c.version, rep, c.want)
 		}
 	}
-	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":7}`), 0o600))
+	mustNoErr(t, os.WriteFile(filepath.Join(dir, "FORMAT"), []byte(`{"format":"durofs","version":8}`), 0o600))
 	for _, c := range []struct{ cfg, want string }{
 		{`{"shards":`, "cannot be parsed"},
 		{`{"format":"fsqueue","version":2}`, "version 2 (this build reads version 3)"},

@@ -55,7 +55,7 @@ func (p *FSProvider) gwInstanceMessages(key string) ([]QueuedMessage, error) {
 }
 
 // WorkflowExecutionSummary is one go-workflows execution of an instance, as
-// its instance.json records it (durofs show).
+// its record (in instance.json, or in its state.json) has it (durofs show).
 type WorkflowExecutionSummary struct {
 	// ExecutionID is go-workflows' execution id; Number the execution's
 	// directory, executions/<Number>.
@@ -88,15 +88,20 @@ func (s WorkflowState) String() string {
 	return "unknown"
 }
 
-// gwExecutionSummaries returns the go-workflows executions instance.json of
-// key records (nil for an orchestration instance or none).
+// gwExecutionSummaries returns the go-workflows executions of key (nil for
+// an orchestration instance or none): the one instance.json lists and those
+// in the state.json of the others.
 func (p *FSProvider) gwExecutionSummaries(key string) ([]WorkflowExecutionSummary, error) {
 	f, err := p.readGWInstance(key)
 	if err != nil || f == nil || f.GW == nil {
 		return nil, err
 	}
-	out := make([]WorkflowExecutionSummary, 0, len(f.GW.Executions))
-	for _, e := range f.GW.Executions {
+	execs, err := p.gwAll(key, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkflowExecutionSummary, 0, len(execs))
+	for _, e := range execs {
 		out = append(out, WorkflowExecutionSummary{ExecutionID: e.ID, Number: e.N, Queue: e.Queue, Name: e.Name,
 			State: e.State.String(), Failed: e.Failed, Parent: e.Parent, LastSequenceID: e.LastSeq, Events: e.Events})
 	}

@@ -8,6 +8,7 @@
 //
 //	instance <key> <instance.json without volatile fields>
 //	execution <key>/<n> <state.json without volatile fields>
+//	gwid <key>/<name>            a go-workflows execution's by-id entry
 //	event <key>/<n> #<id> <event JSON>
 //	orch <payload JSON>          a published orchestrator-queue message
 //	work <payload JSON>          a published worker-queue message
@@ -271,6 +272,10 @@ func canonical(data []byte, volatile []string, nested map[string][]string) (stri
 				scrub(em, gwExecVolatile)
 			}
 		}
+		if _, isExec := gw["n"]; isExec {
+			// A go-workflows execution's record in its state.json.
+			scrub(gw, gwExecVolatile)
+		}
 	}
 	out, err := json.Marshal(m)
 	return string(out), err
@@ -291,7 +296,8 @@ var (
 	recordVolatile   = []string{"created_at_ms", "updated_at_ms"}
 	stateVolatile    = []string{"crc32c", "started_at_ms", "completed_at_ms!", "generation!"}
 	// gwExecVolatile are the volatile fields of each go-workflows execution
-	// in instance.json's "gw" (history_bytes follows the history's fences).
+	// record, in instance.json's "gw" and in a state.json's "gw"
+	// (history_bytes follows the history's fences).
 	gwExecVolatile = []string{"created_ns", "completed_ns!", "history_bytes!"}
 )
 
@@ -342,6 +348,9 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 		var total uint64
 		for _, e := range execs {
 			n, err := strconv.ParseUint(e, 10, 64)
+			if e == "by-id" {
+				s.readGWIDs(fsys, filepath.Join(idir, "executions", e), key)
+			}
 			if err != nil {
 				continue
 			}
@@ -362,6 +371,32 @@ func (s *Snapshot) readInstances(fsys vfs.FS, dir string) error {
 		}
 	}
 	return s.readChildren(fsys, dir, indexed)
+}
+
+// readGWIDs adds a fact per by-id entry of go-workflows instance key (the
+// number of an execution its instance.json does not list).
+func (s *Snapshot) readGWIDs(fsys vfs.FS, idDir, key string) {
+	ids, err := readDir(fsys, idDir)
+	if err != nil {
+		s.problem("instance %s: list executions/by-id: %v", key, err)
+		return
+	}
+	for _, name := range ids {
+		if vfs.IsTemp(name) {
+			continue
+		}
+		data, err := readSealed(fsys, s.dir, filepath.Join(idDir, name))
+		if err != nil {
+			s.problem("instance %s: read executions/by-id/%s: %v", key, name, err)
+			continue
+		}
+		c, err := canonical(data, []string{"crc32c"}, nil)
+		if err != nil {
+			s.problem("instance %s: unparseable executions/by-id/%s: %v", key, name, err)
+			continue
+		}
+		s.Facts = append(s.Facts, "gwid "+key+"/"+name+" "+c)
+	}
 }
 
 // readChildren checks that every entry of the children index is one that

@@ -103,7 +103,8 @@ var seeds = map[string][]seed{
 		{"gwact.after_mark", 4},     // claim marked, result staged, no record
 		{"gwact.after_commit", 4},   // activity completion logged, not applied
 		{"gw.after_commit", 6},      // continue-as-new, the old execution removed in the same record
-		{"delete.after_commit", 12}, // deletion of a running instance: its timer, an activity's result, a claimed task
+		{"gw.after_commit", 11},     // continue-as-new, the old execution kept: moved out of instance.json in the same record
+		{"delete.after_commit", 13}, // deletion of a running instance: its new execution's start, a claimed task of the old one
 		{"gw.after_commit", 8},      // removal of a finished execution
 	},
 }

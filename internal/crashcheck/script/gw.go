@@ -132,6 +132,7 @@ func gwActivityTask(eventID string, result *provider.WorkflowEvent) func(context
 func GWSteps() []Step {
 	const p, c = "P", "C"
 	p1, p2, c1 := provider.WorkflowRef{InstanceID: p, ExecutionID: "p1"}, provider.WorkflowRef{InstanceID: p, ExecutionID: "p2"}, provider.WorkflowRef{InstanceID: c, ExecutionID: "c1"}
+	p3 := provider.WorkflowRef{InstanceID: p, ExecutionID: "p3"}
 	actDone, aDone := gwEv("p1-act-done", "ActivityCompleted", 0), gwEv("p2-a-done", "ActivityCompleted", 0)
 	return []Step{
 		{"gw: create P", func(ctx context.Context, e *Env) error {
@@ -193,12 +194,19 @@ func GWSteps() []Step {
 			Timers:     []provider.WorkflowEvent{gwTimer("p2-t-fired", futureFireAtMs, 5)},
 		})},
 		{"gw: activity p2-a: complete", gwActivityTask("p2-a", &aDone)},
+		{"gw: task P2#2: continue as new, P2 kept (moved out of instance.json)", gwComplete("qp", p, []string{"p2-a-done"}, provider.WorkflowTaskResult{
+			State: provider.WorkflowContinuedAsNew,
+			Executed: []provider.WorkflowEvent{gwEv("p2-ts2", "WorkflowTaskStarted", 6), gwEv("p2-a-done", "ActivityCompleted", 7),
+				gwEv("p2-can", "WorkflowExecutionContinuedAsNew", 8)},
+			Sends: []provider.WorkflowSend{{Target: p3, Start: &provider.WorkflowStart{Queue: "qp", Name: "P"},
+				Events: []provider.WorkflowEvent{gwEv("p3-start", "WorkflowExecutionStarted", 0)}}},
+		})},
 		{"gw: activity p2-b: fetch and keep locked", gwActivityTask("p2-b", nil)},
 		{"gw: delete P (force)", func(ctx context.Context, e *Env) error {
 			adm, _ := e.P.Admin()
 			res, err := adm.DeleteInstance(ctx, p, true)
-			if err == nil && (res.InstancesDeleted != 1 || res.QueueMessagesDeleted != 3) {
-				err = fmt.Errorf("delete = %+v, want 1 instance and 3 messages", res)
+			if err == nil && (res.InstancesDeleted != 1 || res.QueueMessagesDeleted != 2) {
+				err = fmt.Errorf("delete = %+v, want 1 instance and 2 messages (p3's start, p2-b's task)", res)
 			}
 			return err
 		}},
