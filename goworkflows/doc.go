@@ -79,6 +79,9 @@
 //	queues/gw-activity-<q>/<name>.json      activity tasks of queue q; payload {instance, ActivityScheduled
 //	                                        event}; attrs: ikey, instance, exec, wq (the workflow queue the
 //	                                        result goes to), eid; claims/<name>.json is a task's lock
+//	queues/gw-*-~<sha256>/gw-queue.json     {"queue": q}: a queue whose name encodes to more than 180
+//	                                        bytes is named by its hash ("~" + SHA-256 of q, names.Encode);
+//	                                        its name is kept here, written durably before its first message
 //
 // Mapping of ids: instance id -> instances/<names.Encode(id)>; execution id
 // -> the execution's record (in instance.json for the latest execution,

@@ -24,7 +24,10 @@ import (
 // task, and checkpoints. Activity completions happen twice, so that the
 // crash-point sweep's process-crash-safe run, which recovers the first and
 // the last hit of a failpoint in different ways, recovers each both ways. Instance P runs in workflow queue "qp", its sub-workflow C in
-// "qc", so each fetch finds exactly the instance it wants.
+// gwLongQueue, so each fetch finds exactly the instance it wants; that
+// queue's name is long enough for its directory to be named by its hash,
+// so the sub-workflow's creation makes the directory and its name file
+// (failpoint gw.queue_after_mkdir, between the two).
 
 // Script names for ByName.
 const (
@@ -58,6 +61,10 @@ func RunStep(ctx context.Context, e *Env, steps []Step, i int) error {
 }
 
 const gwWorker = "crash-worker"
+
+// gwLongQueue is C's workflow queue: upper-case letters encode to three
+// bytes each, so its encoding is longer than names.MaxLen (180).
+const gwLongQueue = "QC_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME"
 
 // gwEv is an event with distinct JSON: pending events have sequence id 0,
 // executed ones their position in the history.
@@ -157,11 +164,11 @@ func GWSteps() []Step {
 			Activities: []provider.WorkflowActivity{gwActivity("p1-act")},
 			Timers:     []provider.WorkflowEvent{gwTimer("p1-tdue-fired", dueFireAtMs, 5), gwTimer("p1-tfut-fired", futureFireAtMs, 6)},
 			Sends: []provider.WorkflowSend{{Target: c1,
-				Start:  &provider.WorkflowStart{Queue: "qc", Name: "C", Parent: &provider.WorkflowParent{InstanceID: p, ExecutionID: "p1", EventID: 7}},
+				Start:  &provider.WorkflowStart{Queue: gwLongQueue, Name: "C", Parent: &provider.WorkflowParent{InstanceID: p, ExecutionID: "p1", EventID: 7}},
 				Events: []provider.WorkflowEvent{gwEv("c1-start", "WorkflowExecutionStarted", 0)}}},
 		})},
 		{"gw: activity p1-act: complete", gwActivityTask("p1-act", &actDone)},
-		{"gw: task C#1: finish, tell P", gwComplete("qc", c, []string{"c1-start"}, provider.WorkflowTaskResult{
+		{"gw: task C#1: finish, tell P", gwComplete(gwLongQueue, c, []string{"c1-start"}, provider.WorkflowTaskResult{
 			State: provider.WorkflowFinished,
 			Executed: []provider.WorkflowEvent{gwEv("c1-ts1", "WorkflowTaskStarted", 1), gwEv("c1-start", "WorkflowExecutionStarted", 2),
 				gwEv("c1-fin", "WorkflowExecutionFinished", 3)},
