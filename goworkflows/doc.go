@@ -128,7 +128,10 @@
 //     under its flock (try-lock; finishing a pending commit first): skip it
 //     if its lease is held, or sticky to another worker until its sticky
 //     expiry; delete pending events of executions that are gone or no longer
-//     active; batch = the visible pending events of the active execution;
+//     active; batch = the visible pending events of the active execution,
+//     in the order they became visible (a timer's due time, any other
+//     event's enqueue time; ties by name), as SQLite and redis deliver them:
+//     a timer comes after an event that arrived before it was due;
 //     write the lease (new token, fence = max(lease, instance.json) + 1,
 //     expiry = WorkflowLockTimeout, data.batch). The task carries the
 //     execution (instance with its parent, queue, metadata, state,

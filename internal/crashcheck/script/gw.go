@@ -24,9 +24,10 @@ import (
 // task, and checkpoints. Activity completions happen twice, so that the
 // crash-point sweep's process-crash-safe run, which recovers the first and
 // the last hit of a failpoint in different ways, recovers each both ways. Instance P runs in workflow queue "qp", its sub-workflow C in
-// gwLongQueue, so each fetch finds exactly the instance it wants; that
-// queue's name is long enough for its directory to be named by its hash,
-// so the sub-workflow's creation makes the directory and its name file
+// gwLongQueue, so each fetch finds exactly the instance it wants;
+// activities run in gwLongActs. Both names are long enough for their
+// directories to be named by their hashes, so the first activity and the
+// sub-workflow's creation make a directory and its name file each
 // (failpoint gw.queue_after_mkdir, between the two).
 
 // Script names for ByName.
@@ -62,9 +63,16 @@ func RunStep(ctx context.Context, e *Env, steps []Step, i int) error {
 
 const gwWorker = "crash-worker"
 
-// gwLongQueue is C's workflow queue: upper-case letters encode to three
-// bytes each, so its encoding is longer than names.MaxLen (180).
-const gwLongQueue = "QC_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME"
+// gwLongQueue is C's workflow queue, gwLongActs the activity queue:
+// upper-case letters encode to three bytes each, so their encodings are
+// longer than names.MaxLen (180) and their directories named by hashes.
+// There are two, so that a process running the script makes two such
+// directories (gw.queue_after_mkdir hit twice: the process-crash-safe
+// sweep recovers its first and last hits in different ways).
+const (
+	gwLongQueue = "QC_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME"
+	gwLongActs  = "ACTS_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME"
+)
 
 // gwEv is an event with distinct JSON: pending events have sequence id 0,
 // executed ones their position in the history.
@@ -80,7 +88,7 @@ func gwTimer(id string, atMs, scheduleID int64) provider.WorkflowEvent {
 }
 
 func gwActivity(id string) provider.WorkflowActivity {
-	return provider.WorkflowActivity{Queue: "acts", EventID: id, Payload: json.RawMessage(fmt.Sprintf(`{"activity":%q}`, id))}
+	return provider.WorkflowActivity{Queue: gwLongActs, EventID: id, Payload: json.RawMessage(fmt.Sprintf(`{"activity":%q}`, id))}
 }
 
 // gwTask fetches a workflow task of queue and checks it is inst's with the
@@ -121,7 +129,7 @@ func gwComplete(queue, inst string, ids []string, res provider.WorkflowTaskResul
 // and completes it with result (nil: keeps it locked).
 func gwActivityTask(eventID string, result *provider.WorkflowEvent) func(context.Context, *Env) error {
 	return func(ctx context.Context, e *Env) error {
-		at, err := e.P.FetchWorkflowActivity(ctx, []string{"acts"}, gwWorker, e.lock(), 0)
+		at, err := e.P.FetchWorkflowActivity(ctx, []string{gwLongActs}, gwWorker, e.lock(), 0)
 		if err != nil {
 			return fmt.Errorf("fetch activity task: %w", err)
 		}
