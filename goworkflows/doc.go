@@ -79,6 +79,9 @@
 //	queues/gw-activity-<q>/<name>.json      activity tasks of queue q; payload {instance, ActivityScheduled
 //	                                        event}; attrs: ikey, instance, exec, wq (the workflow queue the
 //	                                        result goes to), eid; claims/<name>.json is a task's lock
+//	queues/gw-*-~<sha256>/gw-queue.json     {"queue": q}: a queue whose name encodes to more than 180
+//	                                        bytes is named by its hash ("~" + SHA-256 of q, names.Encode);
+//	                                        its name is kept here, written durably before its first message
 //
 // Mapping of ids: instance id -> instances/<names.Encode(id)>; execution id
 // -> the execution's record (in instance.json for the latest execution,
@@ -125,7 +128,10 @@
 //     under its flock (try-lock; finishing a pending commit first): skip it
 //     if its lease is held, or sticky to another worker until its sticky
 //     expiry; delete pending events of executions that are gone or no longer
-//     active; batch = the visible pending events of the active execution;
+//     active; batch = the visible pending events of the active execution,
+//     in the order they became visible (a timer's due time, any other
+//     event's enqueue time; ties by name), as SQLite and redis deliver them:
+//     a timer comes after an event that arrived before it was due;
 //     write the lease (new token, fence = max(lease, instance.json) + 1,
 //     expiry = WorkflowLockTimeout, data.batch). The task carries the
 //     execution (instance with its parent, queue, metadata, state,

@@ -704,7 +704,7 @@ func (p *FSProvider) deleteRefs(ctx context.Context, refs []queueRef) error {
 	for _, r := range refs {
 		q := p.queue(r.Queue)
 		var err error
-		if _, _, gw := gwQueueName(r.Queue); gw {
+		if _, gw := gwQueueKind(r.Queue); gw {
 			err = p.gwDeleteOne(ctx, r)
 		} else if r.Queue == "worker" {
 			err = p.deleteWorkItem(ctx, r.Name)

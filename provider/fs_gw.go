@@ -50,6 +50,9 @@ package provider
 //	queues/gw-workflow-<q>/<name>.json  pending events of executions whose queue is q (names.Encode(q)),
 //	                                    visible_at = the event's VisibleAt (timers) or its enqueue time
 //	queues/gw-activity-<q>/<name>.json  activity tasks of queue q; claims/ are their peek-locks
+//	queues/gw-*-~<sha256>/gw-queue.json {"queue": q}: the name of a queue whose encoding is longer than
+//	                                    names.MaxLen, so that its directory is named by its hash
+//	                                    (gwQueueNameFile)
 
 import (
 	"context"
@@ -485,34 +488,190 @@ func gwWorkflowQueue(q string) string { return gwWorkflowPrefix + names.Encode(q
 // gwActivityQueue is the queue directory name of activity queue q.
 func gwActivityQueue(q string) string { return gwActivityPrefix + names.Encode(q) }
 
-// gwQueueName decodes a queue directory name back to its queue name.
-func gwQueueName(dir string) (name string, activity, ok bool) {
+// gwQueueDirOf is the queue directory name of queue q.
+func gwQueueDirOf(q string, activity bool) string {
+	if activity {
+		return gwActivityQueue(q)
+	}
+	return gwWorkflowQueue(q)
+}
+
+// gwQueueKind reports whether dir is the name of a go-workflows queue
+// directory, and of which kind: a prefix and a valid encoding of a queue
+// name (names.Valid), direct or hashed.
+func gwQueueKind(dir string) (activity, ok bool) {
 	enc, isWF := strings.CutPrefix(dir, gwWorkflowPrefix)
 	if !isWF {
 		var isAct bool
 		if enc, isAct = strings.CutPrefix(dir, gwActivityPrefix); !isAct {
-			return "", false, false
+			return false, false
 		}
 		activity = true
 	}
-	n, err := names.Decode(enc)
-	if err != nil || vfs.IsTemp(dir) {
-		return "", false, false
+	if !names.Valid(enc) || vfs.IsTemp(dir) || strings.ContainsAny(dir, `/\`) {
+		return false, false
 	}
-	return n, activity, true
+	return activity, true
+}
+
+// gwQueueHashed reports whether queue directory dir (gwQueueKind) is named
+// by the hash of its queue's name: the name is in its gwQueueNameFile.
+func gwQueueHashed(dir string) bool {
+	return strings.HasPrefix(dir, gwWorkflowPrefix+"~") || strings.HasPrefix(dir, gwActivityPrefix+"~")
+}
+
+// gwQueueNameFile is the file of a queue directory named by a hash
+// ("gw-workflow-~<sha256>", a queue whose name encodes to more than
+// names.MaxLen bytes) that holds the queue's name: {"queue":"<name>"}. It
+// is created exclusively and durably (vfs.CreateExclusive: written and
+// synced under a temporary name, linked, the directory synced) right after
+// the directory is made durable and before the queue is opened, so that
+// whenever the directory holds a message its name is there, complete: a
+// kill -9 or a power loss between the two leaves a directory without one
+// and without messages, which the next open by name completes (processes
+// that race both try the link; the loser reads the winner's). The name is
+// checked against the directory's name (its hash), so a file naming
+// another queue is no name. A directory whose name cannot be read is left
+// out of every listing (gwQueueDirs: sweeps, stats, inspection) and
+// refused by gwQueue; fsck reports it.
+const gwQueueNameFile = "gw-queue.json"
+
+type gwQueueNameRec struct {
+	Queue string `json:"queue"`
+}
+
+// errGWQueueUnnamed: a hashed queue directory whose name file is missing or
+// does not name its queue.
+var errGWQueueUnnamed = errors.New("durofs: go-workflows queue directory has no valid name file")
+
+// gwReadQueueName reads the name file of hashed queue directory dir and
+// checks it against dir (no cache: fsck).
+func (p *FSProvider) gwReadQueueName(dir string) (string, error) {
+	activity, _ := gwQueueKind(dir)
+	path := filepath.Join(p.dir, "queues", dir, gwQueueNameFile)
+	data, err := p.fs.ReadFile(path)
+	if vfs.IsNotExist(err) {
+		return "", fmt.Errorf("%w: %s: missing", errGWQueueUnnamed, path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %w", errGWQueueUnnamed, path, err)
+	}
+	var rec gwQueueNameRec
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return "", fmt.Errorf("%w: %s: %v", errGWQueueUnnamed, path, err)
+	}
+	if gwQueueDirOf(rec.Queue, activity) != dir {
+		return "", fmt.Errorf("%w: %s names queue %q, whose directory is %s", errGWQueueUnnamed, path, rec.Queue, gwQueueDirOf(rec.Queue, activity))
+	}
+	return rec.Queue, nil
+}
+
+// gwQueueName returns the name of the queue in queue directory dir
+// (gwQueueKind): decoded from dir, or read from its name file if dir is a
+// hash (once per process).
+func (p *FSProvider) gwQueueName(dir string) (string, error) {
+	if _, ok := gwQueueKind(dir); !ok {
+		return "", fmt.Errorf("durofs: %q is not a workflow queue directory", dir)
+	}
+	if !gwQueueHashed(dir) {
+		enc, isWF := strings.CutPrefix(dir, gwWorkflowPrefix)
+		if !isWF {
+			enc, _ = strings.CutPrefix(dir, gwActivityPrefix)
+		}
+		return names.Decode(enc)
+	}
+	p.gw.mu.Lock()
+	n, ok := p.gw.names[dir]
+	p.gw.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := p.gwReadQueueName(dir)
+	if err != nil {
+		return "", err
+	}
+	p.gw.mu.Lock()
+	if p.gw.names == nil {
+		p.gw.names = map[string]string{}
+	}
+	p.gw.names[dir] = n
+	p.gw.mu.Unlock()
+	return n, nil
+}
+
+// gwNameQueueDir makes queue directory dir of queue name (hashed) and its
+// name file, durably (see gwQueueNameFile).
+func (p *FSProvider) gwNameQueueDir(dir, name string) error {
+	if n, err := p.gwQueueName(dir); err == nil && n == name {
+		return nil
+	}
+	path := filepath.Join(p.dir, "queues", dir)
+	if err := p.mkdirDurable(path); err != nil {
+		return err
+	}
+	failpoint.Hit("gw.queue_after_mkdir")
+	body, err := json.Marshal(gwQueueNameRec{Queue: name})
+	if err != nil {
+		return err
+	}
+	if err := vfs.CreateExclusive(p.fs, filepath.Join(path, gwQueueNameFile), body, false); err != nil && !vfs.IsExist(err) {
+		return fmt.Errorf("durofs: name queue directory %s: %w", dir, err)
+	}
+	// Ours, or another process's (complete: it was linked once synced).
+	n, err := p.gwQueueName(dir)
+	if err != nil {
+		return err
+	}
+	if n != name {
+		return fmt.Errorf("%w: %s names queue %q, not %q", errGWQueueUnnamed, dir, n, name)
+	}
+	return nil
 }
 
 // gwEngine is the provider's state for workflow queues.
 type gwEngine struct {
 	mu     sync.Mutex
 	queues map[string]*fsqueue.Queue
+	// names are the queue names of hashed queue directories, read from
+	// their name files.
+	names  map[string]string
 	closed bool
+	// unnamedWarned are the hashed queue directories without a valid name
+	// file that a listing warned of (once per process).
+	unnamedWarned map[string]bool
 }
 
-// gwQueue opens (once per process) the queue in queues/<dir>.
+// gwQueueOf opens (once per process) the queue directory of queue name,
+// creating it and, for a hashed one, its name file first.
+func (p *FSProvider) gwQueueOf(name string, activity bool) (string, *fsqueue.Queue, error) {
+	dir := gwQueueDirOf(name, activity)
+	if gwQueueHashed(dir) {
+		if err := p.gwNameQueueDir(dir, name); err != nil {
+			return "", nil, err
+		}
+	}
+	q, err := p.gwQueue(dir)
+	return dir, q, err
+}
+
+// gwQueue opens (once per process) the queue in queues/<dir>, creating the
+// directory if needed; a hashed directory must have its name file (only
+// gwQueueOf, which knows the name, makes one).
 func (p *FSProvider) gwQueue(dir string) (*fsqueue.Queue, error) {
-	if _, _, ok := gwQueueName(dir); !ok || strings.ContainsAny(dir, `/\`) {
+	activity, ok := gwQueueKind(dir)
+	if !ok {
 		return nil, fmt.Errorf("durofs: %q is not a workflow queue directory", dir)
+	}
+	p.gw.mu.Lock()
+	if q := p.gw.queues[dir]; q != nil && !p.gw.closed {
+		p.gw.mu.Unlock()
+		return q, nil
+	}
+	p.gw.mu.Unlock()
+	if gwQueueHashed(dir) {
+		if _, err := p.gwQueueName(dir); err != nil {
+			return nil, err
+		}
 	}
 	p.gw.mu.Lock()
 	defer p.gw.mu.Unlock()
@@ -527,7 +686,7 @@ func (p *FSProvider) gwQueue(dir string) (*fsqueue.Queue, error) {
 		return nil, err
 	}
 	side := wakeOrch
-	if _, activity, _ := gwQueueName(dir); activity {
+	if activity {
 		side = wakeWork
 	}
 	q, err := fsqueue.Open(p.fs, path, p.queueOptions(side))
@@ -541,12 +700,11 @@ func (p *FSProvider) gwQueue(dir string) (*fsqueue.Queue, error) {
 	return q, nil
 }
 
-// gwQueues opens the queues dirOf names for each of go-workflows' queue
-// names (gwWorkflowQueue or gwActivityQueue).
-func (p *FSProvider) gwQueues(names []string, dirOf func(string) string) ([]*fsqueue.Queue, error) {
-	qs := make([]*fsqueue.Queue, len(names))
-	for i, n := range names {
-		q, err := p.gwQueue(dirOf(n))
+// gwQueues opens the queues of go-workflows' queue names.
+func (p *FSProvider) gwQueues(qnames []string, activity bool) ([]*fsqueue.Queue, error) {
+	qs := make([]*fsqueue.Queue, len(qnames))
+	for i, n := range qnames {
+		_, q, err := p.gwQueueOf(n, activity)
 		if err != nil {
 			return nil, err
 		}
@@ -555,7 +713,9 @@ func (p *FSProvider) gwQueues(names []string, dirOf func(string) string) ([]*fsq
 	return qs, nil
 }
 
-// gwQueueDirs lists the workflow queue directories that exist.
+// gwQueueDirs lists the workflow queue directories that exist and can be
+// used: a hashed one whose name file is missing or invalid is left out,
+// with a warning (once per process; fsck reports it, gwUnnamedQueueDirs).
 func (p *FSProvider) gwQueueDirs(activity bool) ([]string, error) {
 	all, err := p.fs.ReadDirNames(filepath.Join(p.dir, "queues"))
 	if err != nil {
@@ -563,11 +723,47 @@ func (p *FSProvider) gwQueueDirs(activity bool) ([]string, error) {
 	}
 	var out []string
 	for _, d := range all {
-		if _, act, ok := gwQueueName(d); ok && act == activity {
-			out = append(out, d)
+		act, ok := gwQueueKind(d)
+		if !ok || act != activity {
+			continue
 		}
+		if gwQueueHashed(d) {
+			if _, err := p.gwQueueName(d); err != nil {
+				p.gw.mu.Lock()
+				warn := !p.gw.unnamedWarned[d]
+				if p.gw.unnamedWarned == nil {
+					p.gw.unnamedWarned = map[string]bool{}
+				}
+				p.gw.unnamedWarned[d] = true
+				p.gw.mu.Unlock()
+				if warn {
+					p.log.Warn("durofs: a go-workflows queue directory has no valid name file: left alone until the queue is opened by name (durofs fsck reports it)", "dir", d, "err", err)
+				}
+				continue
+			}
+		}
+		out = append(out, d)
 	}
 	sort.Strings(out)
+	return out, nil
+}
+
+// gwUnnamedQueueDirs lists the hashed queue directories whose name cannot
+// be read (fsck), with the reason.
+func (p *FSProvider) gwUnnamedQueueDirs() (map[string]error, error) {
+	all, err := p.fs.ReadDirNames(filepath.Join(p.dir, "queues"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]error{}
+	for _, d := range all {
+		if _, ok := gwQueueKind(d); !ok || !gwQueueHashed(d) {
+			continue
+		}
+		if _, err := p.gwReadQueueName(d); err != nil {
+			out[d] = err
+		}
+	}
 	return out, nil
 }
 

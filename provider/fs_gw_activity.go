@@ -53,7 +53,7 @@ func parseGWActToken(tok string) (dir, claim, name string, ok bool) {
 	if !found {
 		return "", "", "", false
 	}
-	if _, act, valid := gwQueueName(dir); !valid || !act {
+	if act, valid := gwQueueKind(dir); !valid || !act {
 		return "", "", "", false
 	}
 	name, ok = fsqueue.NameFromToken(claim)
@@ -75,7 +75,7 @@ func (p *FSProvider) gwActivityMessage(q *fsqueue.Queue, instance, execID, wq st
 // until ctx ends); (nil, nil) means none.
 func (p *FSProvider) FetchWorkflowActivity(ctx context.Context, queues []string, worker string, lockFor, pollTimeout time.Duration) (*WorkflowActivityTask, error) {
 	deadline := time.Now().Add(pollTimeout)
-	qs, err := p.gwQueues(queues, gwActivityQueue)
+	qs, err := p.gwQueues(queues, true)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (p *FSProvider) CompleteWorkflowActivity(ctx context.Context, token string,
 		rec := &commitRecord{Kind: kindGWAct, Item: name, ItemToken: claim, CommittedMs: now,
 			Delete: []queueRef{{Queue: dir, Name: name}}, GW: &gwRecord{Op: "complete_activity", ActQueue: dir}}
 		wq := m.Attrs[attrWFQueue]
-		if _, _, valid := gwQueueName(wq); valid {
+		if _, valid := gwQueueKind(wq); valid {
 			wqq, err := p.gwQueue(wq)
 			if err != nil {
 				return err

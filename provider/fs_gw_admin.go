@@ -19,11 +19,7 @@ import (
 // (activity false) or activity queues (true), so fetches find them.
 func (p *FSProvider) PrepareWorkflowQueues(queues []string, activity bool) error {
 	for _, q := range queues {
-		dir := gwWorkflowQueue(q)
-		if activity {
-			dir = gwActivityQueue(q)
-		}
-		if _, err := p.gwQueue(dir); err != nil {
+		if _, _, err := p.gwQueueOf(q, activity); err != nil {
 			return err
 		}
 	}
@@ -35,8 +31,7 @@ func (p *FSProvider) PrepareWorkflowQueues(queues []string, activity bool) error
 // its pending events.
 func (p *FSProvider) gwRemoveFrom(b *gwBuild, ex gwExec) error {
 	execID := ex.ID
-	dir := gwWorkflowQueue(ex.Queue)
-	q, err := p.gwQueue(dir)
+	dir, q, err := p.gwQueueOf(ex.Queue, false)
 	if err != nil {
 		return err
 	}
@@ -155,7 +150,10 @@ func (p *FSProvider) RemoveWorkflows(ctx context.Context, before time.Time, batc
 			return 0, err
 		}
 		for _, e := range execs {
-			if e.State != WorkflowActive && e.CompletedNs != nil && *e.CompletedNs < before.UnixNano() {
+			// Compared as times: before.UnixNano() is undefined outside
+			// 1678-2262 (a far-future before would remove nothing, some
+			// dates before 1678 everything).
+			if e.State != WorkflowActive && e.CompletedNs != nil && time.Unix(0, *e.CompletedNs).Before(before) {
 				cands = append(cands, cand{s.key, s.f.Instance, e.ID})
 			}
 		}
@@ -282,7 +280,10 @@ func (p *FSProvider) WorkflowStats(ctx context.Context) (WorkflowStats, error) {
 		return st, err
 	}
 	for _, dir := range wdirs {
-		name, _, _ := gwQueueName(dir)
+		name, err := p.gwQueueName(dir)
+		if err != nil {
+			return st, err
+		}
 		q, err := p.gwQueue(dir)
 		if err != nil {
 			return st, err
@@ -315,7 +316,10 @@ func (p *FSProvider) WorkflowStats(ctx context.Context) (WorkflowStats, error) {
 		return st, err
 	}
 	for _, dir := range adirs {
-		name, _, _ := gwQueueName(dir)
+		name, err := p.gwQueueName(dir)
+		if err != nil {
+			return st, err
+		}
 		q, err := p.gwQueue(dir)
 		if err != nil {
 			return st, err
@@ -414,7 +418,7 @@ func (p *FSProvider) gwDeletionRefs(ctx context.Context, keys map[string]string)
 // queueDir is the directory of the queue a queueRef names: a workflow queue
 // directory, or the orchestrator or worker queue.
 func (p *FSProvider) queueDir(name string) string {
-	if _, _, ok := gwQueueName(name); ok {
+	if _, ok := gwQueueKind(name); ok {
 		return filepath.Join(p.dir, "queues", name)
 	}
 	return p.queue(name).Dir()

@@ -6,10 +6,12 @@ package provider
 // its visible pending events), extend, and complete (one log record).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -227,8 +229,7 @@ func samePtr(a, b *string) bool {
 // stage stages an event message for execution ex of the build's instance
 // into the given part.
 func (p *FSProvider) gwStageEvent(into *gwPart, src string, instance string, ex *gwExec, ev WorkflowEvent, nowMs int64) error {
-	dir := gwWorkflowQueue(ex.Queue)
-	q, err := p.gwQueue(dir)
+	dir, q, err := p.gwQueueOf(ex.Queue, false)
 	if err != nil {
 		return err
 	}
@@ -507,7 +508,7 @@ func (p *FSProvider) WorkflowHistory(ctx context.Context, ref WorkflowRef, after
 // ends); (nil, nil) means no task.
 func (p *FSProvider) FetchWorkflowTask(ctx context.Context, queues []string, worker string, lockFor, pollTimeout time.Duration) (*WorkflowTask, error) {
 	deadline := time.Now().Add(pollTimeout)
-	qs, err := p.gwQueues(queues, gwWorkflowQueue)
+	qs, err := p.gwQueues(queues, false)
 	if err != nil {
 		return nil, err
 	}
@@ -533,8 +534,7 @@ func (p *FSProvider) tryFetchWorkflowTask(ctx context.Context, queues []string, 
 	type cand struct{ key, dir, oldest string }
 	var qs []namedQueue
 	for _, qn := range queues {
-		dir := gwWorkflowQueue(qn)
-		q, err := p.gwQueue(dir)
+		dir, q, err := p.gwQueueOf(qn, false)
 		if err != nil {
 			return nil, err
 		}
@@ -671,7 +671,7 @@ func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir
 		return nil, err
 	}
 	act := inf.active()
-	var batch []string
+	var visible []queued
 	for _, m := range msgs {
 		if act == nil || m.Attrs[attrExec] != act.ID {
 			// For an execution that is gone or no longer active: nothing
@@ -683,12 +683,13 @@ func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir
 			continue
 		}
 		if m.Entry.VisibleAtMs <= nowMs {
-			batch = append(batch, m.Name)
+			visible = append(visible, m)
 		}
 	}
-	if len(batch) == 0 || gwWorkflowQueue(act.Queue) != dir {
+	if len(visible) == 0 || gwWorkflowQueue(act.Queue) != dir {
 		return nil, nil
 	}
+	batch := gwBatchOrder(visible)
 	t := &WorkflowTask{Execution: act.public(inf.Instance)}
 	kept := batch[:0:0]
 	for _, name := range batch {
@@ -717,6 +718,49 @@ func (p *FSProvider) gwFetchLocked(ctx context.Context, g *lease.Guard, key, dir
 	p.held.hold(key, next.ExpiresAtMs, nowMs)
 	t.Token = orchToken(key, next.Token)
 	return t, nil
+}
+
+// gwBatchOrder returns the names of a task's pending events in the order
+// they became visible, as go-workflows' own backends deliver them (SQLite
+// reads them by visible_at, redis moves a timer into the pending events
+// only once it is due): by gwVisibleSince, then by name. A timer scheduled
+// before an activity result arrived but due after it comes after it, so a
+// workflow waiting for "the activity or a timeout" sees the result first.
+// Events that are not timers keep their enqueue (name) order, which is
+// causal across processes (fsqueue.Options.Order): the execution's start
+// event, published with its record before any other event of it, stays
+// first. The order is a function of the names alone, so a batch fetched
+// again after its lock expired is in the same order, the events that
+// arrived meanwhile placed by the same rule (as SQLite's batch would be).
+// The duroxide side (fs_orch.go) keeps name order: its contract requires
+// it.
+func gwBatchOrder(ms []queued) []string {
+	sorted := slices.Clone(ms)
+	slices.SortStableFunc(sorted, func(a, b queued) int {
+		if c := cmp.Compare(gwVisibleSince(a), gwVisibleSince(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	out := make([]string, len(sorted))
+	for i, m := range sorted {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// gwVisibleSince is when a pending event became visible (ms): a timer's
+// due time, but not before it was enqueued (a timer due in the past); any
+// other event's enqueue time as its name has it, the ULID's time from the
+// shared order clock (its visible_at, its writer's clock reading, is never
+// later and can be earlier after a clock step back: it would reorder events
+// that are not timers).
+func gwVisibleSince(m queued) int64 {
+	enq := int64(m.Entry.ID.Time())
+	if m.Attrs[attrTimer] == "1" {
+		return max(m.Entry.VisibleAtMs, enq)
+	}
+	return enq
 }
 
 // ExtendWorkflowTask extends a task's lock to now+lockFor (ErrWorkflowTaskLost
@@ -807,8 +851,7 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 	nowMs, nowNs := now.UnixMilli(), now.UnixNano()
 	instance := own.instance
 	n := ex.N
-	ownDir := gwWorkflowQueue(ex.Queue)
-	ownQ, err := p.gwQueue(ownDir)
+	ownDir, ownQ, err := p.gwQueueOf(ex.Queue, false)
 	if err != nil {
 		return err
 	}
@@ -887,8 +930,7 @@ func (p *FSProvider) CompleteWorkflowTask(ctx context.Context, task *WorkflowTas
 		if aq == "" {
 			aq = self.Queue
 		}
-		dir := gwActivityQueue(aq)
-		q, err := p.gwQueue(dir)
+		dir, q, err := p.gwQueueOf(aq, true)
 		if err != nil {
 			return fail(err)
 		}

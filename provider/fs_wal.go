@@ -1088,7 +1088,7 @@ func (p *FSProvider) touched(rec *commitRecord, files, dirs map[string]bool) {
 			}
 			for _, r := range m.Delete {
 				dirs[qdir(r.Queue)] = true
-				if _, activity, gw := gwQueueName(r.Queue); gw && activity {
+				if activity, gw := gwQueueKind(r.Queue); gw && activity {
 					dirs[filepath.Join(qdir(r.Queue), "claims")] = true
 				}
 			}

@@ -97,7 +97,10 @@ const (
 // Kinds of findings. The repair of each (with --repair) is:
 const (
 	// FsckFormat: FORMAT or a queue's fsqueue.json is missing, unparseable or
-	// of another version. Not repaired; the check stops there.
+	// of another version. Not repaired; the check stops there. Also: a
+	// go-workflows queue directory named by a hash whose name file
+	// (gw-queue.json) is missing or invalid (a warning without messages);
+	// not repaired, and the check goes on.
 	FsckFormat = "format"
 	// FsckIOError: a file could not be read. Not repaired.
 	FsckIOError = "io_error"

@@ -668,6 +668,10 @@ type QueueStat struct {
 	// Queue is "orchestrator", "worker", or the directory name of a
 	// go-workflows queue ("gw-workflow-<q>", "gw-activity-<q>").
 	Queue string `json:"queue"`
+	// Name is a go-workflows queue's name (empty for the orchestrator and
+	// worker queues): the directory of a queue whose name encodes to more
+	// than 180 bytes is named by its hash, "gw-workflow-~<sha256>".
+	Name string `json:"name,omitempty"`
 	// Messages counts published message files.
 	Messages int `json:"messages"`
 	// Ready counts messages that are visible and not locked.

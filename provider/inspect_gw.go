@@ -17,7 +17,11 @@ func (p *FSProvider) gwQueueStats(ctx context.Context, nowMs int64) ([]QueueStat
 	var out []QueueStat
 	err := p.gwEachQueue(func(dir string, activity bool, q *fsqueue.Queue) error {
 		st := QueueStat{Queue: dir, Kinds: map[string]int{}}
-		var err error
+		name, err := p.gwQueueName(dir)
+		if err != nil {
+			return err
+		}
+		st.Name = name
 		if activity {
 			err = p.claimedQueueStat(q, &st, nowMs, gwActivityKind)
 		} else {

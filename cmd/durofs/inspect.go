@@ -400,7 +400,9 @@ func queuesCmd(args []string, stdout, stderr io.Writer) int {
 work-item claim) and delayed, the age of the oldest ready message, pending
 timers and the next one due, staged messages and claims; the go-workflows
 queues: gw-workflow-<q> (pending events of workflow queue q, locked by a
-workflow task) and gw-activity-<q> (activity tasks, locked by a claim); and
+workflow task) and gw-activity-<q> (activity tasks, locked by a claim), <q>
+the queue's name encoded, or "~" and its SHA-256 for a long name (shown
+after it); and
 the messages queued for instances that were never started, which stay queued
 until their start arrives or "durofs drain" deletes them.`, stdout, stderr)
 	if _, code, ok := c.parse(args, 0, 0); !ok {
@@ -444,7 +446,11 @@ until their start arrives or "durofs drain" deletes them.`, stdout, stderr)
 				claims += fmt.Sprintf(" (%d acked)", q.Acked)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%s\n", q.Queue, q.Messages, q.Ready, q.Locked, q.Delayed, oldest, q.Timers, next, q.Staged, claims)
+		label := q.Queue
+		if strings.HasPrefix(q.Queue, "gw-") && strings.Contains(q.Queue, "-~") {
+			label += " (" + strconv.Quote(q.Name) + ")" // a hashed directory name: say which queue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%s\n", label, q.Messages, q.Ready, q.Locked, q.Delayed, oldest, q.Timers, next, q.Staged, claims)
 	}
 	tw.Flush()
 	for _, q := range all {

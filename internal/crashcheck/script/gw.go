@@ -24,7 +24,11 @@ import (
 // task, and checkpoints. Activity completions happen twice, so that the
 // crash-point sweep's process-crash-safe run, which recovers the first and
 // the last hit of a failpoint in different ways, recovers each both ways. Instance P runs in workflow queue "qp", its sub-workflow C in
-// "qc", so each fetch finds exactly the instance it wants.
+// gwLongQueue, so each fetch finds exactly the instance it wants;
+// activities run in gwLongActs. Both names are long enough for their
+// directories to be named by their hashes, so the first activity and the
+// sub-workflow's creation make a directory and its name file each
+// (failpoint gw.queue_after_mkdir, between the two).
 
 // Script names for ByName.
 const (
@@ -59,6 +63,17 @@ func RunStep(ctx context.Context, e *Env, steps []Step, i int) error {
 
 const gwWorker = "crash-worker"
 
+// gwLongQueue is C's workflow queue, gwLongActs the activity queue:
+// upper-case letters encode to three bytes each, so their encodings are
+// longer than names.MaxLen (180) and their directories named by hashes.
+// There are two, so that a process running the script makes two such
+// directories (gw.queue_after_mkdir hit twice: the process-crash-safe
+// sweep recovers its first and last hits in different ways).
+const (
+	gwLongQueue = "QC_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME"
+	gwLongActs  = "ACTS_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME_LONG_QUEUE_NAME"
+)
+
 // gwEv is an event with distinct JSON: pending events have sequence id 0,
 // executed ones their position in the history.
 func gwEv(id, typ string, seq int64) provider.WorkflowEvent {
@@ -73,7 +88,7 @@ func gwTimer(id string, atMs, scheduleID int64) provider.WorkflowEvent {
 }
 
 func gwActivity(id string) provider.WorkflowActivity {
-	return provider.WorkflowActivity{Queue: "acts", EventID: id, Payload: json.RawMessage(fmt.Sprintf(`{"activity":%q}`, id))}
+	return provider.WorkflowActivity{Queue: gwLongActs, EventID: id, Payload: json.RawMessage(fmt.Sprintf(`{"activity":%q}`, id))}
 }
 
 // gwTask fetches a workflow task of queue and checks it is inst's with the
@@ -114,7 +129,7 @@ func gwComplete(queue, inst string, ids []string, res provider.WorkflowTaskResul
 // and completes it with result (nil: keeps it locked).
 func gwActivityTask(eventID string, result *provider.WorkflowEvent) func(context.Context, *Env) error {
 	return func(ctx context.Context, e *Env) error {
-		at, err := e.P.FetchWorkflowActivity(ctx, []string{"acts"}, gwWorker, e.lock(), 0)
+		at, err := e.P.FetchWorkflowActivity(ctx, []string{gwLongActs}, gwWorker, e.lock(), 0)
 		if err != nil {
 			return fmt.Errorf("fetch activity task: %w", err)
 		}
@@ -157,11 +172,11 @@ func GWSteps() []Step {
 			Activities: []provider.WorkflowActivity{gwActivity("p1-act")},
 			Timers:     []provider.WorkflowEvent{gwTimer("p1-tdue-fired", dueFireAtMs, 5), gwTimer("p1-tfut-fired", futureFireAtMs, 6)},
 			Sends: []provider.WorkflowSend{{Target: c1,
-				Start:  &provider.WorkflowStart{Queue: "qc", Name: "C", Parent: &provider.WorkflowParent{InstanceID: p, ExecutionID: "p1", EventID: 7}},
+				Start:  &provider.WorkflowStart{Queue: gwLongQueue, Name: "C", Parent: &provider.WorkflowParent{InstanceID: p, ExecutionID: "p1", EventID: 7}},
 				Events: []provider.WorkflowEvent{gwEv("c1-start", "WorkflowExecutionStarted", 0)}}},
 		})},
 		{"gw: activity p1-act: complete", gwActivityTask("p1-act", &actDone)},
-		{"gw: task C#1: finish, tell P", gwComplete("qc", c, []string{"c1-start"}, provider.WorkflowTaskResult{
+		{"gw: task C#1: finish, tell P", gwComplete(gwLongQueue, c, []string{"c1-start"}, provider.WorkflowTaskResult{
 			State: provider.WorkflowFinished,
 			Executed: []provider.WorkflowEvent{gwEv("c1-ts1", "WorkflowTaskStarted", 1), gwEv("c1-start", "WorkflowExecutionStarted", 2),
 				gwEv("c1-fin", "WorkflowExecutionFinished", 3)},
