@@ -97,11 +97,7 @@ func TestReviewLongQueueNames(t *testing.T) {
 func TestReviewRemoveFinishedBeforeFarFuture(t *testing.T) {
 	ctx := context.Background()
 	b := openNamed(t, t.TempDir(), "w")
-	wfi := core.NewWorkflowInstance(uuid.NewString(), uuid.NewString())
-	require.NoError(t, b.CreateWorkflowInstance(ctx, wfi, startedEvent()))
-	task, err := b.GetWorkflowTask(ctx, queues)
-	require.NoError(t, err)
-	require.NotNil(t, task)
+	wfi, task := reviewStart(t, b)
 	reviewFinish(t, b, task)
 	state, err := b.GetWorkflowInstanceState(ctx, wfi)
 	require.NoError(t, err)
@@ -145,11 +141,7 @@ func TestReviewRemoveFinishedBeforeFarFuture(t *testing.T) {
 func TestReviewBatchOrderTimerAfterEarlierEvent(t *testing.T) {
 	ctx := context.Background()
 	b := openNamed(t, t.TempDir(), "w")
-	wfi := core.NewWorkflowInstance(uuid.NewString(), uuid.NewString())
-	require.NoError(t, b.CreateWorkflowInstance(ctx, wfi, startedEvent()))
-	task, err := b.GetWorkflowTask(ctx, queues)
-	require.NoError(t, err)
-	require.NotNil(t, task)
+	_, task := reviewStart(t, b)
 
 	// The task schedules an activity (event 1) and a timer (event 2) due in
 	// 300 ms, as workflow.ExecuteActivity + workflow.ScheduleTimer do.
@@ -183,4 +175,16 @@ func TestReviewBatchOrderTimerAfterEarlierEvent(t *testing.T) {
 	}
 	require.Equal(t, []history.EventType{history.EventType_ActivityCompleted, history.EventType_TimerFired}, types,
 		"the activity result, which arrived before the timer was due, must come first")
+}
+
+// reviewStart creates a workflow instance in the default queue and fetches
+// its first task.
+func reviewStart(t *testing.T, b *Backend) (*workflow.Instance, *backend.WorkflowTask) {
+	t.Helper()
+	wfi := core.NewWorkflowInstance(uuid.NewString(), uuid.NewString())
+	require.NoError(t, b.CreateWorkflowInstance(context.Background(), wfi, startedEvent()))
+	task, err := b.GetWorkflowTask(context.Background(), queues)
+	require.NoError(t, err)
+	require.NotNil(t, task)
+	return wfi, task
 }

@@ -261,26 +261,7 @@ func TestGWReplayRewritesEverything(t *testing.T) {
 	}
 
 	want := gwSnapshot(t, dir)
-	// Close makes a last checkpoint; keep the log as it was before, as if
-	// the process had died instead.
-	walDir := filepath.Join(dir, "wal")
-	walFiles := map[string][]byte{}
-	walEntries, err := os.ReadDir(walDir)
-	mustNoErr(t, err)
-	for _, e := range walEntries {
-		if !e.IsDir() {
-			data, err := os.ReadFile(filepath.Join(walDir, e.Name()))
-			mustNoErr(t, err)
-			walFiles[e.Name()] = data
-		}
-	}
-	mustNoErr(t, p.Close())
-	for name, data := range walFiles {
-		mustNoErr(t, os.WriteFile(filepath.Join(walDir, name), data, 0o600))
-	}
-	if _, ok := walFiles["checkpoint"]; !ok {
-		mustNoErr(t, os.Remove(filepath.Join(walDir, "checkpoint")))
-	}
+	closeKeepingLog(t, p, dir)
 	mustNoErr(t, os.RemoveAll(filepath.Join(dir, "instances")))
 	entries, err := os.ReadDir(filepath.Join(dir, "queues"))
 	mustNoErr(t, err)
@@ -291,22 +272,8 @@ func TestGWReplayRewritesEverything(t *testing.T) {
 	}
 	// As after a reboot: the log records the boot it was used in, and
 	// replays everything since the checkpoint only when that changed.
-	mustNoErr(t, os.Remove(filepath.Join(dir, "wal", "boot")))
-	p2 := openT(t, dir, opts)
-	if p2.RecoveryStats().RecordsReplayed == 0 {
-		t.Fatal("nothing was replayed")
-	}
-	got := gwSnapshot(t, dir)
-	for path, data := range want {
-		if got[path] != data {
-			t.Errorf("%s after the replay:\n got %q\nwant %q", path, got[path], data)
-		}
-	}
-	for path := range got {
-		if _, ok := want[path]; !ok {
-			t.Errorf("%s exists after the replay only", path)
-		}
-	}
+	p2 := replayAfterReboot(t, dir, opts)
+	wantSameFiles(t, "after the replay", gwSnapshot(t, dir), want)
 	task = gwFetchOf(t, p2, "parent")
 	if len(task.NewEvents) != 1 || task.NewEvents[0].ID != "start2" || task.Execution.ExecutionID != "e2" {
 		t.Fatalf("after the replay: %+v", task)
@@ -334,6 +301,59 @@ func TestGWPruneLeavesWorkflowInstancesAlone(t *testing.T) {
 	for _, r := range []WorkflowRef{ref, {"w", "e2"}} {
 		if _, err := p.WorkflowExecutionInfo(ctx, r); err != nil {
 			t.Fatalf("%v after prune: %v", r, err)
+		}
+	}
+}
+
+// closeKeepingLog closes p but leaves dir's write-ahead log as it was before
+// Close's last checkpoint, as if the process had died instead.
+func closeKeepingLog(t *testing.T, p *FSProvider, dir string) {
+	t.Helper()
+	walDir := filepath.Join(dir, "wal")
+	walFiles := map[string][]byte{}
+	walEntries, err := os.ReadDir(walDir)
+	mustNoErr(t, err)
+	for _, e := range walEntries {
+		if !e.IsDir() {
+			data, err := os.ReadFile(filepath.Join(walDir, e.Name()))
+			mustNoErr(t, err)
+			walFiles[e.Name()] = data
+		}
+	}
+	mustNoErr(t, p.Close())
+	for name, data := range walFiles {
+		mustNoErr(t, os.WriteFile(filepath.Join(walDir, name), data, 0o600))
+	}
+	if _, ok := walFiles["checkpoint"]; !ok {
+		mustNoErr(t, os.Remove(filepath.Join(walDir, "checkpoint")))
+	}
+}
+
+// replayAfterReboot opens dir as after a reboot (the log records the boot
+// it was used in, and replays everything since the checkpoint only when
+// that changed) and fails the test if nothing was replayed.
+func replayAfterReboot(t *testing.T, dir string, opts Options) *FSProvider {
+	t.Helper()
+	mustNoErr(t, os.Remove(filepath.Join(dir, "wal", "boot")))
+	p := openT(t, dir, opts)
+	if p.RecoveryStats().RecordsReplayed == 0 {
+		t.Fatal("nothing was replayed")
+	}
+	return p
+}
+
+// wantSameFiles fails the test unless got and want (path -> content) are
+// equal, naming each difference.
+func wantSameFiles(t *testing.T, when string, got, want map[string]string) {
+	t.Helper()
+	for path, data := range want {
+		if got[path] != data {
+			t.Errorf("%s %s:\n got %q\nwant %q", path, when, got[path], data)
+		}
+	}
+	for path := range got {
+		if _, ok := want[path]; !ok {
+			t.Errorf("%s exists only %s", path, when)
 		}
 	}
 }

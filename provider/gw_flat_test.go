@@ -384,21 +384,7 @@ func TestGWReplayRestoresMovedOutExecutions(t *testing.T) {
 				gwContinue(t, p, gwFetchOf(t, p, inst), inst, k)
 			}
 			want := gwTree(t, dir)
-			walDir := filepath.Join(dir, "wal")
-			walFiles := map[string][]byte{}
-			entries, err := os.ReadDir(walDir)
-			mustNoErr(t, err)
-			for _, e := range entries {
-				if !e.IsDir() {
-					data, err := os.ReadFile(filepath.Join(walDir, e.Name()))
-					mustNoErr(t, err)
-					walFiles[e.Name()] = data
-				}
-			}
-			mustNoErr(t, p.Close())
-			for name, data := range walFiles {
-				mustNoErr(t, os.WriteFile(filepath.Join(walDir, name), data, 0o600))
-			}
+			closeKeepingLog(t, p, dir)
 			// The power loss: what the commits applied since the
 			// checkpoint goes back to what it was (or is gone).
 			for path := range want {
@@ -417,22 +403,8 @@ func TestGWReplayRestoresMovedOutExecutions(t *testing.T) {
 			if got := gwTree(t, dir); maps.Equal(got, want) {
 				t.Fatal("the simulated power loss changed nothing")
 			}
-			mustNoErr(t, os.Remove(filepath.Join(walDir, "boot")))
-			p2 := openT(t, dir, opts)
-			if p2.RecoveryStats().RecordsReplayed == 0 {
-				t.Fatal("nothing was replayed")
-			}
-			got := gwTree(t, dir)
-			for path, data := range want {
-				if got[path] != data {
-					t.Errorf("%s after the replay:\n got %q\nwant %q", path, got[path], data)
-				}
-			}
-			for path := range got {
-				if _, ok := want[path]; !ok {
-					t.Errorf("%s exists after the replay only", path)
-				}
-			}
+			p2 := replayAfterReboot(t, dir, opts)
+			wantSameFiles(t, "after the replay", gwTree(t, dir), want)
 			all, err := p2.WorkflowExecutions(ctx)
 			mustNoErr(t, err)
 			if len(all) != 5 {
