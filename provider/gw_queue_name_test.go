@@ -246,7 +246,13 @@ func TestGWQueueNamePowerLoss(t *testing.T) {
 	p, err := Open(plDir, opts)
 	mustNoErr(t, err)
 	var images []*vfs.MemFS
-	mem.OnSync(func(int) { images = append(images, mem.CrashClone(), mem.CrashCloneWriteback()) })
+	var mu sync.Mutex // a checkpoint syncs from several goroutines
+	mem.OnSync(func(int) {
+		a, b := mem.CrashClone(), mem.CrashCloneWriteback()
+		mu.Lock()
+		defer mu.Unlock()
+		images = append(images, a, b)
+	})
 	mustNoErr(t, p.CreateWorkflow(ctx, WorkflowRef{"pl", "e1"}, WorkflowStart{Queue: gwLongWF}, gwEv("start", "WorkflowExecutionStarted", 0)))
 	mustNoErr(t, p.checkpointOnce(ctx, true, true)) // syncs the applied message
 	mem.OnSync(nil)
