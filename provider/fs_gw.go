@@ -31,8 +31,8 @@ package provider
 //	instances/<key>/executions/<n>/history.jsonl   executed events, one record each: record id = sequence
 //	                                    id, epoch = fence, payload = {duroxide's common event fields,
 //	                                    "type":"workflow.<EventType>", "event": <the go-workflows event>}
-//	instances/<key>/executions/<n>/state.json      executionFile (status, times, event count) and, in
-//	                                    "gw", the execution's record as instance.json had it
+//	instances/<key>/executions/<n>/state.json      executionFile (status, times, event count) and, once
+//	                                    instance.json no longer lists the execution, its record ("gw")
 //	instances/<key>/executions/by-id/<id>          {"id","n"}: the number of execution <id>
 //	                                    (names.Encode), for every execution instance.json no longer lists
 //
@@ -303,16 +303,21 @@ func gwStatus(e *gwExec) string {
 	return "Completed"
 }
 
-// execFileOf is the execution's state.json (read by durofs show), with its
-// record.
-func execFileOf(e *gwExec) executionFile {
+// execFileOf is the execution's state.json (read by durofs show), with
+// its record if withRecord: that of an execution instance.json no longer
+// lists. The listed execution's record is in instance.json alone, so a task
+// logs it once (a second copy in state.json cost the 4-process go-workflows
+// tree about 10 %, BENCHMARKS.md "Session of 2026-11-30").
+func execFileOf(e *gwExec, withRecord bool) executionFile {
 	ef := executionFile{ExecutionID: e.N, Status: gwStatus(e), StartedAtMs: e.CreatedNs / 1e6, EventCount: uint64(e.Events)}
 	if e.CompletedNs != nil {
 		ms := *e.CompletedNs / 1e6
 		ef.CompletedAtMs = &ms
 	}
-	r := *e
-	ef.GW = &r
+	if withRecord {
+		r := *e
+		ef.GW = &r
+	}
 	return ef
 }
 

@@ -213,9 +213,9 @@ func (p *FSProvider) gwFinish(b *gwBuild, nowMs int64, fence uint64) error {
 	slices.Sort(ns)
 	for _, n := range ns {
 		if e := b.inf.listed(n); e != nil {
-			b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(e)})
+			b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(e, false)})
 		} else if e, ok := moved[n]; ok {
-			b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(&e)})
+			b.part.States = append(b.part.States, gwStateWrite{N: n, File: execFileOf(&e, true)})
 		}
 	}
 	return nil

@@ -265,7 +265,7 @@ func (r *fsckRun) gwExecutionFile(key string, id uint64) *executionFile {
 	}
 	for i := range f.GW.Executions {
 		if e := &f.GW.Executions[i]; e.N == id {
-			ef := execFileOf(e)
+			ef := execFileOf(e, false)
 			return &ef
 		}
 	}
