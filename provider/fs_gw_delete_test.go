@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/durofs/durofs/internal/clock"
-	"github.com/durofs/durofs/internal/vfs"
 )
 
 // gwMessages counts the published messages of every workflow queue.
@@ -146,9 +145,7 @@ func TestGWDeleteRemovesWorkflowMessages(t *testing.T) {
 // keeps only what was synced, none comes back.
 func TestGWDeleteIsDurable(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll(plDir, vfs.DirPerm))
-	mem.MarkAllSynced()
+	mem := plStrictMem(t)
 	opts := plOptions(mem, Durable, clock.NewManual(plStart), "A")
 	p, err := Open(plDir, opts)
 	mustNoErr(t, err)

@@ -238,9 +238,7 @@ func TestGWQueueNameRace(t *testing.T) {
 // file, and a process that opens the directory afterwards uses the queue.
 func TestGWQueueNamePowerLoss(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll(plDir, vfs.DirPerm))
-	mem.MarkAllSynced()
+	mem := plStrictMem(t)
 	clk := clock.NewManual(plStart)
 	opts := plOptions(mem, Durable, clk, "A")
 	p, err := Open(plDir, opts)

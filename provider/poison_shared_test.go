@@ -100,9 +100,7 @@ func TestPoisonWithoutItsMarkFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			losePage := tc.losePage
-			mem := vfs.NewStrictMem()
-			mustNoErr(t, mem.MkdirAll(plDir, vfs.DirPerm))
-			mem.MarkAllSynced()
+			mem := plStrictMem(t)
 			wfs := &noPoisonFS{MemFS: mem, failBoot: tc.failBoot}
 			s := &plWB{t: t, mem: mem, clk: clock.NewManual(plStart)}
 			open := func(name string) *FSProvider {

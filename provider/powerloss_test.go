@@ -2225,9 +2225,7 @@ func TestPowerLossWritebackError(t *testing.T) {
 // over the later commit's).
 func TestPowerLossStaleMark(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll(plDir, vfs.DirPerm))
-	mem.MarkAllSynced()
+	mem := plStrictMem(t)
 	clk := clock.NewManual(plStart)
 	opts := plOptions(mem, Durable, clk, "A")
 	opts.SegmentSize = 0 // one segment: the old commit's record stays in the log
@@ -2284,4 +2282,14 @@ func TestPowerLossStaleMark(t *testing.T) {
 	if _, v := plExercise(p, cut, "after the power loss", "probe"); len(v) > 0 {
 		t.Fatalf("%s", strings.Join(v, "; "))
 	}
+}
+
+// plStrictMem is a strict in-memory file system holding plDir, everything
+// in it synced: the start of every power-loss test.
+func plStrictMem(t *testing.T) *vfs.MemFS {
+	t.Helper()
+	mem := vfs.NewStrictMem()
+	mustNoErr(t, mem.MkdirAll(plDir, vfs.DirPerm))
+	mem.MarkAllSynced()
+	return mem
 }

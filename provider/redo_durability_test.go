@@ -58,9 +58,7 @@ func (f *plSegKillFile) Sync() error {
 // history: an ack that returned OK consumed what it published.
 func TestRedoMakesTheRecordDurableBeforeApplying(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewStrictMem()
-	mustNoErr(t, mem.MkdirAll(plDir, vfs.DirPerm))
-	mem.MarkAllSynced()
+	mem := plStrictMem(t)
 	clk := clock.NewManual(plStart)
 	b, err := Open(plDir, plOptions(mem, Durable, clk, "B")) // alone: records the boot
 	mustNoErr(t, err)
