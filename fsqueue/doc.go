@@ -176,6 +176,24 @@
 // identity only if its content was read at least 50 ms after the file's last
 // change; a cache with one sees the write itself.
 //
+// # Recycled files
+//
+// With [Options].Recycler, [Queue.Delete], [Queue.DeleteMessage] and
+// [Queue.DeleteClaim] (of a message that is gone) move a removed file into
+// the Recycler's pool instead of unlinking it, and [Queue.StageData] and a
+// new volatile claim take their file from the pool instead of creating one:
+// a busy queue then neither allocates nor frees an inode per message. The
+// [Recycler] documents the four rules that make this invisible: only names
+// that never come back are recycled, so every reader of a message, staged
+// or claim file checks after reading that its name still exists (if not,
+// the bytes may be another file's, and the file counts as removed); a taken
+// file is written under a private name and renamed to its target only when
+// complete; a pool is used only in the boot that filled it, so an inode
+// that a power loss left with two names is never written into; and the
+// pool is bounded. What a crash leaves is what it left without recycling:
+// a rename into or out of the pool is atomic, a removed name is as gone as
+// an unlinked one, and the pool's own files are never read.
+//
 // # Clock steps
 //
 // Claim leases and visibility times are wall-clock deadlines judged by the
