@@ -82,7 +82,22 @@ func inoOf(t testing.TB, path string) uint64 {
 func TestRecyclerReusesFiles(t *testing.T) {
 	root := t.TempDir()
 	boot := "boot-1"
-	cfs := vfs.Counting(vfs.OS{})
+	// A file from the pool must be complete, with a fresh mtime, when it
+	// gets its target's name (a sweeper judges a staged file's age by it).
+	var mu sync.Mutex
+	var notBefore time.Time
+	check := &renameHookFS{FS: vfs.OS{}, hook: func(from, to string) {
+		if !strings.Contains(from, "recycled") || strings.Contains(to, "recycled") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fi, err := os.Lstat(from)
+		if err != nil || fi.ModTime().Before(notBefore) || fi.Size() == 0 {
+			t.Errorf("a pooled file becomes %s with mtime %v (want after %v), size %d, %v", to, fi.ModTime(), notBefore, fi.Size(), err)
+		}
+	}}
+	cfs := vfs.Counting(check)
 	rec := newRecycler(t, cfs, filepath.Join(root, "recycled"), bootOf(&boot))
 	clk := clock.NewManual(time.UnixMilli(1_000_000))
 	a := openRecycling(t, cfs, filepath.Join(root, "a"), clk, rec)
@@ -114,6 +129,9 @@ func TestRecyclerReusesFiles(t *testing.T) {
 			_ = os.Chtimes(filepath.Join(root, "recycled", boot, e.Name()), old, old)
 		}
 		before := time.Now().Add(-2 * time.Second)
+		mu.Lock()
+		notBefore = before
+		mu.Unlock()
 		n, data := stagePublish(t, b, fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i+1, strings.Repeat("x", i*37)))
 		path := filepath.Join(root, "b", n+".json")
 		got, err := os.ReadFile(path)
@@ -203,8 +221,12 @@ func TestRecyclerIgnoresOtherBootsAfterPowerLoss(t *testing.T) {
 	if err := mem.SyncDir("/d/q"); err != nil {
 		t.Fatal(err)
 	}
-	boot, _ := mem.BootID()
-	if err := mem.SyncDir("/d/recycled/" + boot); err != nil {
+	pools, err := mem.ReadDirNames("/d/recycled")
+	if err != nil || len(pools) != 1 {
+		t.Fatalf("pools = %v, %v", pools, err)
+	}
+	pool := "/d/recycled/" + pools[0]
+	if err := mem.SyncDir(pool); err != nil {
 		t.Fatal(err)
 	}
 	if err := mem.SyncDir("/d/recycled"); err != nil {
@@ -234,7 +256,7 @@ func TestRecyclerIgnoresOtherBootsAfterPowerLoss(t *testing.T) {
 
 	// Power loss: the pool still names the live message's inode.
 	after := mem.CrashClone()
-	if names, _ := after.ReadDirNames("/d/recycled/" + boot); len(names) != 1 {
+	if names, _ := after.ReadDirNames(pool); len(names) != 1 {
 		t.Fatalf("after the crash the old pool holds %v; the test needs the aliased name", names)
 	}
 	rec2 := newRecycler(t, after, "/d/recycled", after.BootID)
@@ -246,9 +268,23 @@ func TestRecyclerIgnoresOtherBootsAfterPowerLoss(t *testing.T) {
 	if err != nil || string(got) != string(data) {
 		t.Fatalf("the live message after the power loss reads %q, %v; want %q", got, err, data)
 	}
-	if names, err := after.ReadDirNames("/d/recycled"); err != nil || len(names) != 1 || names[0] == boot {
+	if boot, _ := mem.BootID(); pools[0] != boot {
+		t.Fatalf("the pool is %s, not named by the boot %s", pools[0], boot)
+	}
+	if names, err := after.ReadDirNames("/d/recycled"); err != nil || len(names) != 1 || names[0] == pools[0] {
 		t.Fatalf("pools after reopening: %v, %v; want only the new boot's", names, err)
 	}
+}
+
+// renameHookFS runs hook(from, to) before every Rename.
+type renameHookFS struct {
+	vfs.FS
+	hook func(from, to string)
+}
+
+func (h *renameHookFS) Rename(from, to string) error {
+	h.hook(from, to)
+	return h.FS.Rename(from, to)
 }
 
 // readHookFS runs hook(name) between opening a file for ReadFile and
