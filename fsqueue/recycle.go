@@ -1,6 +1,7 @@
 package fsqueue
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -58,6 +59,15 @@ import (
 //     only regular files of at most recycleMaxSize bytes, and
 //     [NewRecycler] trims its boot's pool to maxPooled files and removes
 //     private files older than a minute (left by a killed take).
+//  5. A taken file nobody holds an flock on. A message file is its own
+//     lock, and an ack removes (recycles) its message before it unlocks; a
+//     process stopped in between (SIGSTOP, a frozen cgroup) still holds
+//     the inode's flock, which would lock whatever message was written into
+//     it. A take tries the lock first and gives a held file back, so a
+//     stopped process holds up only its own message, as without recycling.
+//     (A process that opened a message's old name and waits for its lock
+//     takes it for an instant to see the name gone; stopped in that
+//     instant, it holds up the new message until it continues.)
 //
 // Nothing here is synced, and nothing needs to be: a pooled file holds no
 // data anyone reads, the removal of a message is made durable by its
@@ -291,6 +301,21 @@ func (r *Recycler) create(fsys vfs.FS, path string, data []byte) error {
 				continue // another process took it
 			}
 			return errNoPooled
+		}
+		// A message file is its own lock, and an ack recycles its message
+		// before it unlocks: if that process was stopped there, a message
+		// written into the inode would be locked by it. Such a file goes
+		// back to the pool (rule 5).
+		u, ok, err := fsys.LockExisting(context.Background(), w, false)
+		if err != nil || !ok {
+			if err := fsys.Rename(w, src); err != nil {
+				_ = fsys.Remove(w)
+			}
+			continue
+		}
+		if err := u.Unlock(); err != nil {
+			_ = fsys.Remove(w)
+			continue
 		}
 		if err := overwrite(fsys, w, data); err != nil {
 			_ = fsys.Remove(w)
