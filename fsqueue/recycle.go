@@ -37,7 +37,7 @@ import (
 // # The rules, and why they make recycling invisible
 //
 //  1. Only files whose name never comes back are recycled: a message file
-//     (names are unique, and a removed message is made again only by a
+//     (names are unique, and a consumed message is written again only by a
 //     replay, which runs alone) and the claim of a message that is gone (a
 //     claim is written only under its message's lock, which needs the
 //     message file). So a reader that opened such a file just before it was

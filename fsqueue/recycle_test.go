@@ -38,6 +38,17 @@ func openRecycling(t testing.TB, fsys vfs.FS, dir string, clk clock.Clock, rec *
 	return q
 }
 
+// recyclingQueue makes a directory with a Recycler (boot "b") and the
+// queue q/ using it.
+func recyclingQueue(t testing.TB) (root string, clk *clock.Manual, rec *fsqueue.Recycler, q *fsqueue.Queue) {
+	t.Helper()
+	root = t.TempDir()
+	boot := "b"
+	clk = clock.NewManual(time.UnixMilli(1_000_000))
+	rec = newRecycler(t, vfs.OS{}, filepath.Join(root, "recycled"), bootOf(&boot))
+	return root, clk, rec, openRecycling(t, vfs.OS{}, filepath.Join(root, "q"), clk, rec)
+}
+
 func newRecycler(t testing.TB, fsys vfs.FS, dir string, boot func() (string, error)) *fsqueue.Recycler {
 	t.Helper()
 	r, err := fsqueue.NewRecycler(fsys, dir, boot, slog.New(slog.NewTextHandler(t.Output(), nil)))
@@ -327,11 +338,7 @@ func (h *readHookFS) ReadFile(name string) ([]byte, error) {
 // Without the check of the name after a bad read, both are reported as
 // damaged (ErrCorrupt).
 func TestRecycledWhileRead(t *testing.T) {
-	root := t.TempDir()
-	boot := "b"
-	clk := clock.NewManual(time.UnixMilli(1_000_000))
-	writerRec := newRecycler(t, vfs.OS{}, filepath.Join(root, "recycled"), bootOf(&boot))
-	w := openRecycling(t, vfs.OS{}, filepath.Join(root, "q"), clk, writerRec)
+	root, clk, writerRec, w := recyclingQueue(t)
 
 	victim, _ := stagePublish(t, w, `{"victim":true}`)
 	if c, err := w.ClaimNext(context.Background(), "w", time.Minute, nil); err != nil || c == nil {
@@ -518,11 +525,8 @@ func TestRecyclerSharedByProcesses(t *testing.T) {
 // stopped, if it is (rule 5). A take must give such a file back. Without
 // the lock check, the staged message below takes the locked inode.
 func TestRecyclerSkipsLockedFiles(t *testing.T) {
-	root := t.TempDir()
+	root, clk, rec, q := recyclingQueue(t)
 	boot := "b"
-	clk := clock.NewManual(time.UnixMilli(1_000_000))
-	rec := newRecycler(t, vfs.OS{}, filepath.Join(root, "recycled"), bootOf(&boot))
-	q := openRecycling(t, vfs.OS{}, filepath.Join(root, "q"), clk, rec)
 	other := openRecycling(t, vfs.OS{}, filepath.Join(root, "other"), clk, newRecycler(t, vfs.OS{}, filepath.Join(root, "recycled"), bootOf(&boot)))
 
 	x, _ := stagePublish(t, q, `{"x":1}`)
