@@ -66,8 +66,10 @@
 // cgroup) while it holds one holds up only that message - which is its own
 // claim, or one it was about to claim - and never another process's work:
 // ClaimNext skips a busy message (waiting at most 20 ms in all when nothing
-// else is claimable). There are no lock files to create or clean up. Only a
-// holder of a message's lock deletes the message, so once it is gone nothing
+// else is claimable; with a [Recycler], a take never reuses a file whose
+// flock is held, so this stays true). There are no lock files to create or
+// clean up. Only a holder of a message's lock deletes the message, so once
+// it is gone nothing
 // can change its claim any more: [Queue.WithClaim] then runs without a lock
 // and a leftover claim is inert.
 //
