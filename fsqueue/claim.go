@@ -632,6 +632,9 @@ func (q *Queue) readClaim(name string) (Claim, bool, error) {
 		}
 		return Claim{}, false, fmt.Errorf("fsqueue: read claim %s: %w", name, err)
 	}
+	if q.gone(q.claimPath(name)) {
+		return Claim{}, false, nil // removed while read, maybe recycled (see gone)
+	}
 	var c Claim
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Claim{}, true, fmt.Errorf("fsqueue: read claim %s: %w (%w): %w", name, ErrCorrupt, errCorrupt, err)
@@ -676,7 +679,10 @@ func (q *Queue) writeClaim(name string, c Claim) error {
 	}
 	done, err := vfs.Overwrite(q.fsys, path, data, func() error { return q.fsys.Touch(q.claimsDir) })
 	if err == nil && !done {
-		err = vfs.WriteFile(vfs.NoSync(q.fsys), path, vfs.PadBlock(data))
+		// Only this message's lock holder writes path (recycle.go, rule 2).
+		if err = q.opts.Recycler.create(q.fsys, path, vfs.PadBlock(data)); errors.Is(err, errNoPooled) {
+			err = vfs.WriteFile(vfs.NoSync(q.fsys), path, vfs.PadBlock(data))
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("fsqueue: write claim %s: %w", name, err)

@@ -66,8 +66,10 @@
 // cgroup) while it holds one holds up only that message - which is its own
 // claim, or one it was about to claim - and never another process's work:
 // ClaimNext skips a busy message (waiting at most 20 ms in all when nothing
-// else is claimable). There are no lock files to create or clean up. Only a
-// holder of a message's lock deletes the message, so once it is gone nothing
+// else is claimable; with a [Recycler], a take never reuses a file whose
+// flock is held, so this stays true). There are no lock files to create or
+// clean up. Only a holder of a message's lock deletes the message, so once
+// it is gone nothing
 // can change its claim any more: [Queue.WithClaim] then runs without a lock
 // and a leftover claim is inert.
 //
@@ -175,6 +177,24 @@
 // pre-filter cache without a directory watch (below) trusts a file's
 // identity only if its content was read at least 50 ms after the file's last
 // change; a cache with one sees the write itself.
+//
+// # Recycled files
+//
+// With [Options].Recycler, [Queue.Delete], [Queue.DeleteMessage] and
+// [Queue.DeleteClaim] (of a message that is gone) move a removed file into
+// the Recycler's pool instead of unlinking it, and [Queue.StageData] and a
+// new volatile claim take their file from the pool instead of creating one:
+// a busy queue then neither allocates nor frees an inode per message. The
+// [Recycler] documents the four rules that make this invisible: only names
+// that never come back are recycled, so every reader of a message, staged
+// or claim file checks after reading that its name still exists (if not,
+// the bytes may be another file's, and the file counts as removed); a taken
+// file is written under a private name and renamed to its target only when
+// complete; a pool is used only in the boot that filled it, so an inode
+// that a power loss left with two names is never written into; and the
+// pool is bounded. What a crash leaves is what it left without recycling:
+// a rename into or out of the pool is atomic, a removed name is as gone as
+// an unlinked one, and the pool's own files are never read.
 //
 // # Clock steps
 //

@@ -2,6 +2,9 @@ package fsqueue
 
 import (
 	crand "crypto/rand"
+	"time"
+
+	"github.com/durofs/durofs/internal/vfs"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -33,3 +36,9 @@ func AsAnotherProcess() {
 	nameGen.lastMs = 0
 	nameGen.entropy = &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(crand.Reader, 0)}
 }
+
+// RecycleForTest removes path through r (recycling it if it can).
+func RecycleForTest(r *Recycler, fsys vfs.FS, path string) error { return r.remove(fsys, path) }
+
+// TrimForTest trims r's pool as NewRecycler does, at time now.
+func TrimForTest(r *Recycler, now time.Time) error { return r.trim(now) }

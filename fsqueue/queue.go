@@ -135,6 +135,10 @@ type Options struct {
 	// Without it, names are strictly increasing only within a process
 	// (NewName). The provider uses its write-ahead log's (wal.Log.Stamp).
 	Order func(ms uint64) uint64
+	// Recycler, if set, keeps the files of removed messages and claims for
+	// new staged messages and claims (recycle.go); queues of one store
+	// share one. Nil: files are created and unlinked.
+	Recycler *Recycler
 }
 
 // Queue is a message queue in one directory. It is safe for concurrent use
@@ -519,7 +523,11 @@ func (q *Queue) StageData(name string, data []byte) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := vfs.WriteNew(vfs.NoSync(q.fsys), q.stagedPath(name), data); err != nil {
+	err := q.opts.Recycler.create(q.fsys, q.stagedPath(name), data)
+	if errors.Is(err, errNoPooled) {
+		err = vfs.WriteNew(vfs.NoSync(q.fsys), q.stagedPath(name), data)
+	}
+	if err != nil {
 		return fmt.Errorf("fsqueue: stage %s: %w", name, err)
 	}
 	return nil
@@ -584,6 +592,9 @@ func (q *Queue) ReadStaged(name string) (Message, error) {
 		}
 		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w", name, err)
 	}
+	if q.gone(q.stagedPath(name)) { // published (or removed) while read: see gone
+		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: published or removed while read", name, ErrNotFound)
+	}
 	m, err := q.Decode(name, data)
 	if err != nil {
 		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w", name, err)
@@ -629,11 +640,12 @@ func (q *Queue) Delete(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.opts.Recycler.remove(q.fsys, q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
 	}
 	q.forget(name)
-	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+	// The message is gone, so its claim's name never comes back (recycle.go, rule 1).
+	if err := q.opts.Recycler.remove(q.fsys, q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
 	}
 	return nil
@@ -648,7 +660,7 @@ func (q *Queue) DeleteMessage(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.fsys.Remove(q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
+	if err := q.opts.Recycler.remove(q.fsys, q.msgPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete %s: %w", name, err)
 	}
 	q.forget(name)
@@ -661,11 +673,27 @@ func (q *Queue) DeleteClaim(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := q.fsys.Remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
+	remove := q.fsys.Remove
+	if _, err := q.fsys.Lstat(q.msgPath(name)); vfs.IsNotExist(err) {
+		// The message is gone, so the claim's name never comes back
+		// (recycle.go, rule 1): its file may be recycled.
+		remove = func(path string) error { return q.opts.Recycler.remove(q.fsys, path) }
+	}
+	if err := remove(q.claimPath(name)); err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("fsqueue: delete claim %s: %w", name, err)
 	}
 	q.notedClaim(name, nil)
 	return nil
+}
+
+// gone reports whether path does not exist, checked after reading a
+// message or claim file: a name never comes back once removed (recycle.go,
+// rule 1), so if it still exists, nothing was recycled into the file while
+// it was read and the bytes are its own; if not, they may be another
+// file's, and the file counts as removed.
+func (q *Queue) gone(path string) bool {
+	_, err := q.fsys.Lstat(path)
+	return vfs.IsNotExist(err)
 }
 
 // forget drops name from the in-memory caches (it was deleted or vanished).
@@ -757,6 +785,11 @@ func (q *Queue) readEntry(e Entry, name string) (Message, error) {
 			q.msgs.put(e, Message{Name: name}, err)
 		}
 		return Message{}, fmt.Errorf("fsqueue: get %s: %w", name, err)
+	}
+	if q.gone(q.msgPath(name)) {
+		// Consumed while read, and maybe recycled: the bytes may be another
+		// file's (recycle.go, rule 1).
+		return Message{}, fmt.Errorf("fsqueue: get %s: %w: removed while read", name, ErrNotFound)
 	}
 	m, err := q.decode(name, e, data)
 	if err != nil {

@@ -141,6 +141,7 @@ type FSProvider struct {
 	log        *slog.Logger
 	owner      string
 	durability Durability
+	recycler   *fsqueue.Recycler // nil for read-only and fsck providers
 	poll       time.Duration
 	limits     Limits
 
@@ -322,6 +323,15 @@ func openLogged(dir string, opts Options) (*FSProvider, error) {
 		// every command would be noise.
 		p.warnNoJournal()
 	}
+	// The pool of recycled queue files (fsqueue.Recycler): only processes
+	// that open the directory for writing use one.
+	// Open must not need free space: without a pool, files are created and
+	// unlinked as before.
+	if rec, err := fsqueue.NewRecycler(p.fs, filepath.Join(dir, recycledDir), bootID(opts), p.log); err != nil {
+		p.log.Warn("durofs: open: queue files will not be recycled", "dir", dir, "err", err)
+	} else {
+		p.recycler = rec
+	}
 	if err := p.openQueues(); err != nil {
 		return nil, err
 	}
@@ -459,7 +469,7 @@ func newFSProvider(dir string, opts Options, ownerSuffix string) *FSProvider {
 // poll interval is the fallback where directories cannot be watched).
 func (p *FSProvider) queueOptions(w wake) fsqueue.Options {
 	return fsqueue.Options{Clock: p.clk, Logger: p.log, IndexAttr: attrKey, VolatileClaims: true,
-		Notify: func() { p.notifyQuiet(w) }, Order: p.nameOrder}
+		Notify: func() { p.notifyQuiet(w) }, Order: p.nameOrder, Recycler: p.recycler}
 }
 
 // nameOrder is the queues' shared naming clock (fsqueue.Options.Order): the
@@ -532,7 +542,12 @@ func (p *FSProvider) initLayout() error {
 // lost+found is what mkfs leaves at the root of a new file system.
 var topLevel = map[string]bool{
 	"instances": true, "children": true, "wal": true, "quarantine": true, "tmp": true, "queues": true, "sessions": true, "unapplied": true, "lost+found": true,
+	recycledDir: true,
 }
+
+// recycledDir holds the pool of recycled queue files (fsqueue.Recycler):
+// recycled/<boot id>/<uuid>, contents meaningless.
+const recycledDir = "recycled"
 
 // checkForeign refuses a directory that has no FORMAT file but holds
 // something Open would not have created (a stray file, another program's

@@ -1396,12 +1396,21 @@ func parseMessage(q *fsqueue.Queue, data []byte, name string) (fsqueue.Message, 
 	return m, w, nil
 }
 
+// gone reports whether path no longer exists, checked after reading a
+// queue file: a removed message's or claim's name never comes back, but its
+// file may be recycled for another (fsqueue.Recycler), so bytes read from a
+// file whose name is gone may be another file's.
+func (r *fsckRun) gone(path string) bool {
+	_, err := r.p.fs.Lstat(path)
+	return vfs.IsNotExist(err)
+}
+
 // checkMessage parses one published message.
 func (r *fsckRun) checkMessage(ctx context.Context, qname string, q *fsqueue.Queue, name string) {
 	path := filepath.Join(q.Dir(), name+".json")
 	data, err := r.p.fs.ReadFile(path)
-	if vfs.IsNotExist(err) {
-		return // consumed meanwhile
+	if vfs.IsNotExist(err) || (err == nil && r.gone(path)) {
+		return // consumed meanwhile (and maybe recycled: the bytes may be another file's)
 	}
 	if err != nil {
 		r.ioError(path, err)
@@ -1572,8 +1581,8 @@ func (r *fsckRun) checkClaim(ctx context.Context, qname string, q *fsqueue.Queue
 	path := filepath.Join(q.Dir(), "claims", name+".json")
 	err := q.WithClaim(ctx, name, func(g *fsqueue.ClaimGuard) error {
 		data, err := r.p.fs.ReadFile(path)
-		if vfs.IsNotExist(err) {
-			return nil
+		if vfs.IsNotExist(err) || (err == nil && r.gone(path)) {
+			return nil // removed meanwhile (and maybe recycled, see checkMessage)
 		}
 		if err != nil {
 			r.ioError(path, err)

@@ -13,6 +13,6 @@ var ext4Journal = fsinfo.Ext4Journal
 // (BENCHMARKS.md, 2026-11-28).
 func (p *FSProvider) warnNoJournal() {
 	if journal, ok := ext4Journal(p.dir); ok && !journal {
-		p.log.Warn("durofs: the directory is on ext4 without a journal, where creating a file gets slower with every file removed in the last minutes; durofs creates and removes a few files per task, so expect throughput to fall as work goes on (mkfs.ext4 makes a journal by default: see the README)", "dir", p.dir)
+		p.log.Warn("durofs: the directory is on ext4 without a journal, where creating a file gets slower with every file removed in the last minutes; durofs reuses the files of consumed messages, but still creates files for new instances and for bursts of messages, so throughput may fall as work goes on (mkfs.ext4 makes a journal by default: see the README)", "dir", p.dir)
 	}
 }

@@ -800,17 +800,16 @@ func (p *FSProvider) claimedQueueStat(q *fsqueue.Queue, w *QueueStat, nowMs int6
 		return fmt.Errorf("durofs: %w", err)
 	}
 	for _, n := range names {
-		data, err := p.fs.ReadFile(filepath.Join(q.Dir(), "claims", n+".json"))
-		if err != nil {
+		// PeekClaim: a claim removed (and maybe recycled) while read counts
+		// as none, a damaged one is skipped.
+		c, exists, err := q.PeekClaim(n)
+		if err != nil || !exists {
 			continue
 		}
-		var c fsqueue.Claim
-		if json.Unmarshal(data, &c) == nil {
-			claims[n] = c
-			w.Claims++
-			if c.State != "" {
-				w.Acked++
-			}
+		claims[n] = c
+		w.Claims++
+		if c.State != "" {
+			w.Acked++
 		}
 	}
 	err = eachQueued(q, func(e queued) error {

@@ -23,8 +23,9 @@ const ext4Magic = 0xEF53
 // table block is dirty (fs/ext4/ialloc.c, recently_deleted), so creating a
 // file in a group with many recent deletions costs a scan of them: 0.3-0.9
 // ms on this project's test VM against 25 µs with a journal (BENCHMARKS.md).
-// durofs creates and removes a few files per task, so there its throughput
-// falls as deletions accumulate.
+// durofs reuses the files of consumed messages (fsqueue.Recycler) but still
+// creates files per new instance and per burst of messages, so there its
+// throughput can fall as deletions accumulate.
 //
 // A mounted ext4 device with a journal has a /proc/fs/jbd2/<device>-<inode>
 // entry; the device is the mount's source in /proc/self/mountinfo whose
