@@ -79,7 +79,7 @@ type Recycler struct {
 	log  *slog.Logger
 
 	mu    sync.Mutex
-	names []string // pooled files this process knows of (another may take one first)
+	names []string // pooled files this process knows of, oldest first (another may take one first)
 	// skip counts takes left to try without listing the pool, after a
 	// listing found it empty.
 	skip int
@@ -255,9 +255,22 @@ func (r *Recycler) pop() (string, bool) {
 			return "", false
 		}
 	}
-	n := r.names[len(r.names)-1]
-	r.names = r.names[:len(r.names)-1]
+	// The oldest first: its remover has long unlocked it (rule 5).
+	n := r.names[0]
+	r.names = r.names[1:]
 	return n, true
+}
+
+// giveBack returns a taken file to the pool under its old name, as the
+// newest (its flock was held: rule 5).
+func (r *Recycler) giveBack(fsys vfs.FS, w, name string) {
+	if err := fsys.Rename(w, filepath.Join(r.dir, name)); err != nil {
+		_ = fsys.Remove(w)
+		return
+	}
+	r.mu.Lock()
+	r.names = append(r.names, name)
+	r.mu.Unlock()
 }
 
 // slicesDeleteTaking drops the names of takes' private files.
@@ -308,9 +321,7 @@ func (r *Recycler) create(fsys vfs.FS, path string, data []byte) error {
 		// back to the pool (rule 5).
 		u, ok, err := fsys.LockExisting(context.Background(), w, false)
 		if err != nil || !ok {
-			if err := fsys.Rename(w, src); err != nil {
-				_ = fsys.Remove(w)
-			}
+			r.giveBack(fsys, w, name)
 			continue
 		}
 		if err := u.Unlock(); err != nil {
