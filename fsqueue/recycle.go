@@ -216,9 +216,7 @@ func (r *Recycler) remove(fsys vfs.FS, path string) error {
 	}
 	r.mu.Lock()
 	r.names = append(r.names, name)
-	if r.skip > 0 {
-		r.skip = 0
-	}
+	r.skip = 0 // the pool is not empty any more
 	r.mu.Unlock()
 	return nil
 }
@@ -238,7 +236,7 @@ func (r *Recycler) pop() (string, bool) {
 			r.skip = skipAfterEmpty
 			return "", false
 		}
-		names = slicesDeleteTaking(names)
+		names = withoutTakes(names)
 		if len(names) > 0 {
 			// Processes that list the pool at once start at different
 			// places (from the uuid source, which tests make repeatable).
@@ -273,8 +271,8 @@ func (r *Recycler) giveBack(fsys vfs.FS, w, name string) {
 	r.mu.Unlock()
 }
 
-// slicesDeleteTaking drops the names of takes' private files.
-func slicesDeleteTaking(names []string) []string {
+// withoutTakes drops the names of takes' private files.
+func withoutTakes(names []string) []string {
 	out := names[:0]
 	for _, n := range names {
 		if !strings.HasPrefix(n, takingPrefix) {
