@@ -679,7 +679,7 @@ func (q *Queue) writeClaim(name string, c Claim) error {
 	}
 	done, err := vfs.Overwrite(q.fsys, path, data, func() error { return q.fsys.Touch(q.claimsDir) })
 	if err == nil && !done {
-		// Only this message's lock holder writes path (recycle.go, rule 2).
+		// Only this message's lock holder writes path (recycle.go, rule 3).
 		if err = q.opts.Recycler.create(q.fsys, path, vfs.PadBlock(data)); errors.Is(err, errNoPooled) {
 			err = vfs.WriteFile(vfs.NoSync(q.fsys), path, vfs.PadBlock(data))
 		}

@@ -185,16 +185,20 @@
 // the Recycler's pool instead of unlinking it, and [Queue.StageData] and a
 // new volatile claim take their file from the pool instead of creating one:
 // a busy queue then neither allocates nor frees an inode per message. The
-// [Recycler] documents the four rules that make this invisible: only names
+// [Recycler] documents the six rules that make this invisible: only names
 // that never come back are recycled, so every reader of a message, staged
 // or claim file checks after reading that its name still exists (if not,
-// the bytes may be another file's, and the file counts as removed); a taken
-// file is written under a private name and renamed to its target only when
+// the bytes may be another file's, and the file counts as removed); a
+// removed file is reused only after the directory it was removed from has
+// been fsynced ([Recycler.Promote], in the background), so a power loss
+// cannot bring an old name back over a reused inode; a taken file is
+// written under a private name and renamed to its target only when
 // complete; a pool is used only in the boot that filled it, so an inode
-// that a power loss left with two names is never written into; and the
-// pool is bounded. What a crash leaves is what it left without recycling:
-// a rename into or out of the pool is atomic, a removed name is as gone as
-// an unlinked one, and the pool's own files are never read.
+// that a power loss left with two names is never written into; the pool is
+// bounded; and a file whose flock is held is never taken. What a crash
+// leaves is what it left without recycling: a rename into or out of the
+// pool is atomic, a removed name is as gone as an unlinked one, and the
+// pool's own files are never read.
 //
 // # Clock steps
 //

@@ -51,11 +51,19 @@ func recyclingQueue(t testing.TB) (root string, clk *clock.Manual, rec *fsqueue.
 
 func newRecycler(t testing.TB, fsys vfs.FS, dir string, boot func() (string, error)) *fsqueue.Recycler {
 	t.Helper()
-	r, err := fsqueue.NewRecycler(fsys, dir, boot, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	r, err := fsqueue.NewRecycler(fsys, dir, fsqueue.RecyclerOptions{BootID: boot, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatalf("NewRecycler: %v", err)
 	}
 	return r
+}
+
+// promote runs rec.Promote, failing the test on an error.
+func promote(t testing.TB, rec *fsqueue.Recycler) {
+	t.Helper()
+	if err := rec.Promote(); err != nil {
+		t.Fatalf("Promote: %v", err)
+	}
 }
 
 // stagePublish stages and publishes a message with payload p, as a commit's
@@ -126,8 +134,12 @@ func TestRecyclerReusesFiles(t *testing.T) {
 	if err := a.Delete(name); err != nil {
 		t.Fatal(err)
 	}
+	if got, waiting := rec.Pooled(), rec.Waiting(); got != 0 || waiting != 2 {
+		t.Fatalf("after a Delete %d files are pooled and %d wait, want 0 and 2 (message and claim)", got, waiting)
+	}
+	promote(t, rec)
 	if got := rec.Pooled(); got != 2 {
-		t.Fatalf("Pooled after a Delete = %d, want 2 (message and claim)", got)
+		t.Fatalf("Pooled after Promote = %d, want 2 (message and claim)", got)
 	}
 
 	// Steady state: stage in b, claim in b, consume; nothing is created.
@@ -166,6 +178,7 @@ func TestRecyclerReusesFiles(t *testing.T) {
 		if err := b.Delete(n); err != nil {
 			t.Fatal(err)
 		}
+		promote(t, rec)
 	}
 	if d := cfs.Files().Creates - created; d != 0 {
 		t.Errorf("%d files created in the steady state, want 0", d)
@@ -178,7 +191,7 @@ func TestRecyclerReusesFiles(t *testing.T) {
 	}
 }
 
-// TestRecyclerNeedsABootID: without a boot id nothing is recycled (rule 3
+// TestRecyclerNeedsABootID: without a boot id nothing is recycled (rule 4
 // cannot be kept), and removal is plain unlinking.
 func TestRecyclerNeedsABootID(t *testing.T) {
 	for _, tc := range []struct {
@@ -212,7 +225,7 @@ func TestRecyclerNeedsABootID(t *testing.T) {
 // recycled inode under two names - its rename durable in the queue's
 // directory and not in the pool's. The next boot must never write into the
 // pool's name of it, which would overwrite the live message: the pool of
-// another boot is removed, never used (rule 3). With the pool named by
+// another boot is removed, never used (rule 4). With the pool named by
 // anything but the boot (mutation: a fixed name), the message is
 // overwritten.
 func TestRecyclerIgnoresOtherBootsAfterPowerLoss(t *testing.T) {
@@ -229,9 +242,7 @@ func TestRecyclerIgnoresOtherBootsAfterPowerLoss(t *testing.T) {
 	if err := q.Delete(n0); err != nil {
 		t.Fatal(err)
 	}
-	if err := mem.SyncDir("/d/q"); err != nil {
-		t.Fatal(err)
-	}
+	promote(t, rec) // syncs /d/q
 	pools, err := mem.ReadDirNames("/d/recycled")
 	if err != nil || len(pools) != 1 {
 		t.Fatalf("pools = %v, %v", pools, err)
@@ -350,6 +361,9 @@ func TestRecycledWhileRead(t *testing.T) {
 		if err := w.Delete(victim); err != nil {
 			t.Error(err)
 		}
+		if err := writerRec.Promote(); err != nil {
+			t.Error(err)
+		}
 		if _, _ = stagePublish(t, w, `{"other":true,"pad":"`+strings.Repeat("z", 200)+`"}`); writerRec.Pooled() != 1 {
 			t.Errorf("the other message did not take a pooled file (%d pooled)", writerRec.Pooled())
 		}
@@ -416,6 +430,10 @@ func TestRecyclerBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if rec.Waiting() != 1024 {
+		t.Fatalf("%d files wait for Promote, want 1024", rec.Waiting())
+	}
+	promote(t, rec)
 	pool := filepath.Join(dir, boot)
 	if names, _ := os.ReadDir(pool); len(names) != 1024 || rec.Pooled() != 1024 {
 		t.Fatalf("pool holds %d files, the Recycler knows %d; want 1024", len(names), rec.Pooled())
@@ -512,6 +530,10 @@ func TestRecyclerSharedByProcesses(t *testing.T) {
 						t.Error(err)
 						return
 					}
+					if err := rec.Promote(); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			})
 		}
@@ -522,7 +544,7 @@ func TestRecyclerSharedByProcesses(t *testing.T) {
 // TestRecyclerSkipsLockedFiles: an ack recycles its message while it
 // still holds the message file's flock; a message written into that inode
 // meanwhile would be locked by the acker - for as long as the acker is
-// stopped, if it is (rule 5). A take must give such a file back. Without
+// stopped, if it is (rule 6). A take must give such a file back. Without
 // the lock check, the staged message below takes the locked inode.
 func TestRecyclerSkipsLockedFiles(t *testing.T) {
 	root, clk, rec, q := recyclingQueue(t)
@@ -534,6 +556,9 @@ func TestRecyclerSkipsLockedFiles(t *testing.T) {
 	var during uint64
 	err := q.WithClaim(context.Background(), x, func(g *fsqueue.ClaimGuard) error {
 		if err := q.DeleteMessage(x); err != nil {
+			return err
+		}
+		if err := rec.Promote(); err != nil {
 			return err
 		}
 		if rec.Pooled() != 1 {
@@ -555,4 +580,69 @@ func TestRecyclerSkipsLockedFiles(t *testing.T) {
 	if got := inoOf(t, filepath.Join(root, "other", z+".json")); got != xIno {
 		t.Errorf("after the flock was released the file was not reused: inode %d, want %d", got, xIno)
 	}
+}
+
+// TestRecyclerReusesOnlyDurablyRemovedFiles: a consumed message's file is
+// written again only after the removal of its name is durable (rule 2).
+// The file system writes a file's new bytes back whenever it likes, and
+// the new name may be durable in another directory, while the old name's
+// removal is not: a power loss then brings the old name back holding the
+// new message's bytes. The strict MemFS's writeback crash model shows it:
+// with Promote's directory fsync removed (mutation), the consumed message
+// comes back as a copy of the new one; with removed files pooled at once,
+// without waiting for Promote, the same happens before Promote.
+func TestRecyclerReusesOnlyDurablyRemovedFiles(t *testing.T) {
+	mem := vfs.NewStrictMem()
+	if err := mem.MkdirAll("/d", vfs.DirPerm); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.UnixMilli(1_000_000))
+	rec := newRecycler(t, mem, "/d/recycled", mem.BootID)
+	a := openRecycling(t, mem, "/d/a", clk, rec)
+	b := openRecycling(t, mem, "/d/b", clk, rec)
+	mem.MarkAllSynced()
+	durable := func(q string, name string) {
+		t.Helper()
+		f, err := mem.OpenFile("/d/"+q+"/"+name+".json", os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := mem.SyncDir("/d/" + q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// checkOld: after a power loss now, the consumed message is gone or
+	// holds its own bytes.
+	checkOld := func(when, x string, xData []byte) {
+		t.Helper()
+		img := mem.CrashCloneWriteback()
+		got, err := img.ReadFile("/d/a/" + x + ".json")
+		if err == nil && string(got) != string(xData) {
+			t.Errorf("%s: after a power loss the consumed message %s holds %q, another message's bytes", when, x, got)
+		}
+	}
+	x, xData := stagePublish(t, a, `{"x":1}`)
+	durable("a", x)
+	if err := a.Delete(x); err != nil {
+		t.Fatal(err)
+	}
+	// Before Promote: the removed file is not taken.
+	y, _ := stagePublish(t, b, `{"y":1,"pad":"`+strings.Repeat("y", 40)+`"}`)
+	durable("b", y)
+	checkOld("a message staged before Promote", x, xData)
+	if rec.Waiting() != 1 {
+		t.Fatalf("%d files wait for Promote, want the consumed message's", rec.Waiting())
+	}
+	// After Promote: it is taken, and the old name's removal is durable.
+	promote(t, rec)
+	z, _ := stagePublish(t, b, `{"z":1,"pad":"`+strings.Repeat("z", 40)+`"}`)
+	if rec.Pooled() != 0 {
+		t.Fatalf("the message staged after Promote did not take the pooled file (%d pooled)", rec.Pooled())
+	}
+	durable("b", z)
+	checkOld("a message staged after Promote", x, xData)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math"
@@ -327,7 +328,7 @@ func openLogged(dir string, opts Options) (*FSProvider, error) {
 	// that open the directory for writing use one.
 	// Open must not need free space: without a pool, files are created and
 	// unlinked as before.
-	if rec, err := fsqueue.NewRecycler(p.fs, filepath.Join(dir, recycledDir), bootID(opts), p.log); err != nil {
+	if rec, err := fsqueue.NewRecycler(p.fs, filepath.Join(dir, recycledDir), fsqueue.RecyclerOptions{BootID: bootID(opts), Logger: p.log, Rand: randOf(opts)}); err != nil {
 		p.log.Warn("durofs: open: queue files will not be recycled", "dir", dir, "err", err)
 	} else {
 		p.recycler = rec
@@ -418,6 +419,15 @@ func bootID(opts Options) func() (string, error) {
 		return b.BootID
 	}
 	return wal.LinuxBootID
+}
+
+// randOf returns the random source of a simulated machine (vfs.MemFS.Rand:
+// deterministic, so that a test's run repeats exactly), or nil.
+func randOf(opts Options) io.Reader {
+	if r, ok := opts.fs.(interface{ Rand() io.Reader }); ok {
+		return r.Rand()
+	}
+	return nil
 }
 
 // newFSProvider builds a provider value from opts with defaults applied; it
@@ -664,7 +674,7 @@ func (p *FSProvider) Close() error {
 			// A last checkpoint, so that the next Open has little to
 			// replay (best effort: another process may hold the lock).
 			ctx, cancel := context.WithTimeout(context.Background(), checkpointTimeout)
-			if err := p.checkpointOnce(ctx, true, false); err != nil {
+			if err := p.backgroundPass(ctx, false); err != nil {
 				p.log.Warn("durofs: checkpoint at close", "err", err)
 			}
 			cancel()

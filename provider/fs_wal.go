@@ -819,9 +819,10 @@ visit:
 // below it. It returns nil without doing anything if another process is
 // checkpointing; a record whose flock stays busy for checkpointTimeout ends
 // the checkpoint before it, and one that cannot be applied is parked
-// (fs_stuck.go).
+// (fs_stuck.go). Like a background round, it also lets the queue files
+// this process recycled be reused (they wait for a directory fsync).
 func (p *FSProvider) Checkpoint(ctx context.Context) error {
-	return p.checkpointOnce(ctx, true, false)
+	return p.backgroundPass(ctx, false)
 }
 
 // ensureResult is what ensureApplied found.
@@ -1141,6 +1142,38 @@ func (p *FSProvider) LogStats() LogStats {
 	return LogStats{Appends: ws.Appends, Syncs: ws.Syncs, Checkpoints: p.stats.checkpoints.Load(), CheckpointSyncs: p.stats.checkpointSyncs.Load(), Grows: ws.Grows, GrowWaits: ws.GrowWaits}
 }
 
+// backgroundPass is one round of the checkpoint loop: a checkpoint
+// (checkpointOnce; with wait, waiting for another process's to end), then
+// the promotion of the queue files this process recycled since the last
+// round (promoteRecycled), whether or not this process got to checkpoint.
+func (p *FSProvider) backgroundPass(ctx context.Context, wait bool) error {
+	err := p.checkpointOnce(ctx, true, wait)
+	return errors.Join(err, p.promoteRecycled())
+}
+
+// promoteRecycled lets the queue files this process recycled be reused
+// (fsqueue.Recycler.Promote): it fsyncs the queue directories they were
+// removed from, so that no power loss can bring a consumed message's name
+// back over a reused file. A failed fsync poisons the log, as a
+// checkpoint's does (syncFailed: the directory's other changes may be
+// lost too, and a later fsync would not say so); a directory that could
+// not be opened poisons nothing, and its files are just not reused.
+// Poisoned, nothing is promoted.
+func (p *FSProvider) promoteRecycled() error {
+	if p.recycler == nil || p.wal == nil || p.wal.Err() != nil {
+		return nil
+	}
+	err := p.recycler.Promote()
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	return p.syncFailed(errs)
+}
+
 // checkpointLoop checkpoints in the background every interval.
 func (p *FSProvider) checkpointLoop(interval time.Duration) {
 	defer p.wg.Done()
@@ -1152,7 +1185,7 @@ func (p *FSProvider) checkpointLoop(interval time.Duration) {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), 4*interval+checkpointTimeout)
-			if err := p.checkpointOnce(ctx, true, false); err != nil && !errors.Is(err, ErrSyncFailed) {
+			if err := p.backgroundPass(ctx, false); err != nil && !errors.Is(err, ErrSyncFailed) {
 				p.log.Warn("durofs: checkpoint", "err", err)
 			}
 			cancel()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,10 +95,14 @@ var memOps = map[string]bool{
 //
 // MemFS is safe for concurrent use; one mutex serializes every operation.
 type MemFS struct {
-	mu     sync.Mutex
-	root   *memNode
-	gen    uint64 // bumped by Crash; handles of an older generation are dead
-	boots  uint64 // the simulated machine's boot count (BootID)
+	mu    sync.Mutex
+	root  *memNode
+	gen   uint64 // bumped by Crash; handles of an older generation are dead
+	boots uint64 // the simulated machine's boot count (BootID)
+	// rnd is the random stream of Rand, made at its first read; rndMu
+	// guards it.
+	rndMu  sync.Mutex
+	rnd    *rand.Rand
 	clock  int64
 	syncs  int
 	onSync func(n int)
@@ -499,6 +504,85 @@ func (m *MemFS) BootID() (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return fmt.Sprintf("memfs-boot-%d", m.boots), nil
+}
+
+// MayAlias returns the files that a power loss now could leave with names
+// in two directories, each as the sorted list of its names: a file named
+// by the current or the synced entries of one directory and by those of
+// another, outside the directories below skip (""; none). A crash keeps
+// each directory's synced entries, or - the kernel wrote it back - its
+// current ones, so a rename from one directory to another whose source
+// directory was not synced may leave both names: on a real file system
+// an inode with two links, where writing through one name changes the
+// other.
+func (m *MemFS) MayAlias(skip string) [][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type entry struct{ dir, path string }
+	names := map[*memNode][]entry{}
+	var walk func(d *memNode, path string)
+	walk = func(d *memNode, path string) {
+		if skip != "" && (path == skip || strings.HasPrefix(path, skip+"/")) {
+			return
+		}
+		seen := map[string]bool{}
+		for _, kids := range []map[string]*memNode{d.children, d.syncedChildren} {
+			for _, name := range slices.Sorted(maps.Keys(kids)) {
+				c := kids[name]
+				p := path + "/" + name
+				if c.dir {
+					if kids[name] == d.children[name] && !seen[p] {
+						seen[p] = true
+						walk(c, p)
+					}
+					continue
+				}
+				if !slices.Contains(names[c], entry{path, p}) {
+					names[c] = append(names[c], entry{path, p})
+				}
+			}
+		}
+	}
+	walk(m.root, "")
+	var out [][]string
+	for _, es := range names {
+		var ps []string
+		for _, e := range es {
+			if e.dir != es[0].dir {
+				for _, e := range es {
+					ps = append(ps, e.path)
+				}
+				break
+			}
+		}
+		if len(ps) > 0 {
+			slices.Sort(ps)
+			out = append(out, ps)
+		}
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
+
+// Rand returns the simulated machine's random source: a deterministic
+// stream seeded by the boot ([MemFS.BootID]) and shared by every caller, so
+// that a test whose steps run in a fixed order repeats exactly when the
+// code under test reads its randomness from here instead of crypto/rand.
+func (m *MemFS) Rand() io.Reader { return memRand{m} }
+
+type memRand struct{ m *MemFS }
+
+func (r memRand) Read(p []byte) (int, error) {
+	r.m.rndMu.Lock()
+	defer r.m.rndMu.Unlock()
+	if r.m.rnd == nil {
+		m := r.m
+		m.mu.Lock()
+		boots := m.boots
+		m.mu.Unlock()
+		m.rnd = rand.New(rand.NewSource(int64(boots) + 1))
+	}
+	return r.m.rnd.Read(p)
 }
 
 // CrashClone returns a new MemFS holding the state a power loss now would
