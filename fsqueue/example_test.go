@@ -155,3 +155,61 @@ func ExampleQueue_Visible() {
 	// after 1m0s: [2 3]
 	// after 2h0m0s: [1 2 3]
 }
+
+// A Recycler shared by a queue: a consumed message's file waits until
+// Promote has fsynced the queue's directory, and then the next staged
+// message takes it instead of a new inode.
+func ExampleRecycler() {
+	dir, err := os.MkdirTemp("", "fsqueue-recycler")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+
+	rec, err := fsqueue.NewRecycler(vfs.OS{}, dir+"/recycled", fsqueue.RecyclerOptions{
+		BootID: func() (string, error) { return "boot-1", nil }, // Linux: /proc/sys/kernel/random/boot_id
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	q, err := fsqueue.Open(vfs.OS{}, dir+"/q", fsqueue.Options{Recycler: rec, VolatileClaims: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	stage := func(payload string) string {
+		m := fsqueue.Message{Payload: json.RawMessage(payload)}
+		data, err := q.Encode(&m)
+		if err == nil {
+			err = q.StageData(m.Name, data)
+		}
+		if err == nil {
+			_, err = q.Publish(m.Name)
+		}
+		if err != nil {
+			fmt.Println(err)
+		}
+		return m.Name
+	}
+
+	name := stage(`{"n":1}`)
+	if err := q.Delete(name); err != nil { // consumed: its file goes to the pool
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("waiting:", rec.Waiting(), "pooled:", rec.Pooled())
+	if err := rec.Promote(); err != nil { // in the background: fsyncs q's directory
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("waiting:", rec.Waiting(), "pooled:", rec.Pooled())
+	stage(`{"n":2}`) // takes the pooled file
+	fmt.Println("waiting:", rec.Waiting(), "pooled:", rec.Pooled())
+	// Output:
+	// waiting: 1 pooled: 0
+	// waiting: 0 pooled: 1
+	// waiting: 0 pooled: 0
+}
