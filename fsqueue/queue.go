@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"log/slog"
 	"maps"
@@ -593,7 +594,8 @@ func (q *Queue) ReadStaged(name string) (Message, error) {
 		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w", name, err)
 	}
 	if q.gone(q.stagedPath(name)) { // published (or removed) while read: see gone
-		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: published or removed while read", name, ErrNotFound)
+		// Both sentinels, as when the name is gone before the read.
+		return Message{}, fmt.Errorf("fsqueue: read staged %s: %w: published or removed while read: %w", name, ErrNotFound, fs.ErrNotExist)
 	}
 	m, err := q.Decode(name, data)
 	if err != nil {
@@ -789,7 +791,9 @@ func (q *Queue) readEntry(e Entry, name string) (Message, error) {
 	if q.gone(q.msgPath(name)) {
 		// Consumed while read, and maybe recycled: the bytes may be another
 		// file's (recycle.go, rule 1).
-		return Message{}, fmt.Errorf("fsqueue: get %s: %w: removed while read", name, ErrNotFound)
+		// Both sentinels, as when the name is gone before the read
+		// (callers that skip a gone message test either).
+		return Message{}, fmt.Errorf("fsqueue: get %s: %w: removed while read: %w", name, ErrNotFound, fs.ErrNotExist)
 	}
 	m, err := q.decode(name, e, data)
 	if err != nil {
