@@ -292,6 +292,10 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 	if ckpt > 0 {
 		p.wg.Add(1)
 		go p.checkpointLoop(ckpt)
+		if p.recycler != nil {
+			p.wg.Add(1)
+			go p.promoteLoop(min(ckpt, promoteInterval))
+		}
 	}
 	return p, nil
 }

@@ -1174,6 +1174,32 @@ func (p *FSProvider) promoteRecycled() error {
 	return p.syncFailed(errs)
 }
 
+// promoteInterval is how often a process promotes the queue files it
+// recycled (promoteRecycled) between checkpoints: a file waits for it before
+// it can be reused, and a busy process removes a few hundred a second.
+const promoteInterval = 100 * time.Millisecond
+
+// promoteLoop promotes this process's recycled files every interval, when
+// there are any: a few directory fsyncs, off every ack's path.
+func (p *FSProvider) promoteLoop(interval time.Duration) {
+	defer p.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			if p.recycler.Waiting() == 0 {
+				continue
+			}
+			if err := p.promoteRecycled(); err != nil && !errors.Is(err, ErrSyncFailed) {
+				p.log.Warn("durofs: promote recycled queue files", "err", err)
+			}
+		}
+	}
+}
+
 // checkpointLoop checkpoints in the background every interval.
 func (p *FSProvider) checkpointLoop(interval time.Duration) {
 	defer p.wg.Done()
