@@ -55,7 +55,7 @@ import (
 //     in another directory, reached the disk: the old name would come back
 //     holding another file's bytes, or two live names would share one
 //     inode, and a later take would overwrite both. Promote runs in the
-//     background (the provider's checkpoint loop), never on an ack's path.
+//     background (the provider's, every 100 ms), never on an ack's path.
 //  3. A take renames a pooled file to a private name in the pool (of two
 //     processes, one gets it), writes it there, and only then renames it to
 //     its target. The target never holds another file's bytes or a partial
