@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -101,6 +102,8 @@ type Recycler struct {
 	// skip counts takes left to try without listing the pool, after a
 	// listing found it empty.
 	skip int
+	// syncs counts Promote's directory fsyncs (Syncs).
+	syncs atomic.Int64
 }
 
 // waitingFile is a removed file under its .p- name in the pool, and the
@@ -233,6 +236,15 @@ func (r *Recycler) Pooled() int {
 	return len(r.names)
 }
 
+// Syncs returns how many directory fsyncs [Recycler.Promote] has made (for
+// metrics: they are the only syncs recycling costs).
+func (r *Recycler) Syncs() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.syncs.Load()
+}
+
 // Waiting returns how many files this process removed that wait for
 // [Recycler.Promote].
 func (r *Recycler) Waiting() int {
@@ -310,6 +322,7 @@ func (r *Recycler) Promote() error {
 	}
 	var errs []error
 	for _, d := range dirs {
+		r.syncs.Add(1)
 		if err := r.fsys.SyncDir(d); err != nil {
 			failed[d] = true
 			if !vfs.IsNotExist(err) { // a directory removed since: its files are just dropped

@@ -1134,12 +1134,16 @@ type LogStats struct {
 	// of the frames, in the background); GrowWaits those an append waited
 	// for (wal.Stats).
 	Grows, GrowWaits int64
+	// RecycleSyncs counts the directory fsyncs that let this process's
+	// recycled queue files be reused (fsqueue.Recycler.Promote, in the
+	// background).
+	RecycleSyncs int64
 }
 
 // LogStats returns this process's write-ahead log counters.
 func (p *FSProvider) LogStats() LogStats {
 	ws := p.wal.Stats()
-	return LogStats{Appends: ws.Appends, Syncs: ws.Syncs, Checkpoints: p.stats.checkpoints.Load(), CheckpointSyncs: p.stats.checkpointSyncs.Load(), Grows: ws.Grows, GrowWaits: ws.GrowWaits}
+	return LogStats{Appends: ws.Appends, Syncs: ws.Syncs, Checkpoints: p.stats.checkpoints.Load(), CheckpointSyncs: p.stats.checkpointSyncs.Load(), Grows: ws.Grows, GrowWaits: ws.GrowWaits, RecycleSyncs: p.recycler.Syncs()}
 }
 
 // backgroundPass is one round of the checkpoint loop: a checkpoint

@@ -85,6 +85,9 @@ type FsyncResult struct {
 	// ahead of the frames, in the background), counted apart from the calls;
 	// GrowWaits the appends that waited for zeros (provider.LogStats).
 	PreallocSyncs, GrowWaits int64
+	// RecycleSyncs are the directory fsyncs that let recycled queue files
+	// be reused (provider.LogStats; in the background), counted apart.
+	RecycleSyncs int64
 	// Files are all files created and names unlinked; FilesUnattributed
 	// those outside the counted calls (the checkpoint's and the sweeper's).
 	Files, FilesUnattributed vfs.FileCounts
@@ -369,13 +372,13 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 	}
 	specs = append(specs, s)
 	base, fbase, pbase := cfs.Counts(), cfs.Files(), pfs.syncs.Load()
-	waits := func() int64 {
+	stats := func() provider.LogStats {
 		if lp, ok := p.(interface{ LogStats() provider.LogStats }); ok {
-			return lp.LogStats().GrowWaits
+			return lp.LogStats()
 		}
-		return 0
+		return provider.LogStats{}
 	}
-	wbase := waits()
+	sbase := stats()
 	for _, s := range specs {
 		if err := workload.Start(ctx, sc, s); err != nil {
 			return nil, fmt.Errorf("fsyncs: start: %w", err)
@@ -406,22 +409,36 @@ func runFsyncs(ctx context.Context, cfg Config, root string) (*FsyncResult, erro
 
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	// The FS's counts and the provider's count of its background promote
+	// syncs, read together: a promotion may run meanwhile (it counts its
+	// sync just before the FS does).
+	total, last := cfs.Counts(), stats()
+	for range 100 {
+		t2, l2 := cfs.Counts(), stats()
+		if t2 == total && l2 == last {
+			break
+		}
+		total, last = t2, l2
+	}
 	res := &FsyncResult{
 		Workload: fmt.Sprintf("%d chains × %d activities + 1 fan-out × %d, 1 process, 1 dispatcher + 1 worker, durofs Durable",
 			sz.FsyncChains, sz.FsyncChainLength, sz.FsyncFanOut),
 		OrchAcks: sc.orch, WorkAcks: sc.work,
 		FirstTurn: sc.first, SteadyTurn: sc.steady,
-		Total:         cfs.Counts().Sub(base),
+		Total:         total.Sub(base),
 		Files:         subFiles(cfs.Files(), fbase),
 		Verify:        rep.String(),
 		PreallocSyncs: pfs.syncs.Load() - pbase,
-		GrowWaits:     waits() - wbase,
+		GrowWaits:     last.GrowWaits - sbase.GrowWaits,
+		RecycleSyncs:  last.RecycleSyncs - sbase.RecycleSyncs,
 		CommitMode:    "write-ahead log",
 	}
 	res.OrchAcks.Label, res.WorkAcks.Label = "orchestration ack (all)", "work-item ack (all)"
 	res.FirstTurn.Label = "orchestration ack, first turn of a chain (start in, 1 activity out)"
 	res.SteadyTurn.Label = "orchestration ack, steady-state turn of a chain (1 completion in, 1 activity out)"
-	res.Unattributed = res.Total.Sub(sc.counted)
+	// The recycled files' promotions are counted apart, like the segment
+	// grows: background directory fsyncs the provider reports.
+	res.Unattributed = res.Total.Sub(sc.counted).Sub(vfs.Counts{DirSyncs: res.RecycleSyncs})
 	res.FilesUnattributed = subFiles(res.Files, sc.files)
 	for _, l := range sc.order {
 		res.Classes = append(res.Classes, *sc.classes[l])
