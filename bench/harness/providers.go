@@ -25,8 +25,9 @@ type openOptions struct {
 	noSync bool
 	// fs is durofs's file system hook (fsync counting).
 	fs vfs.FS
-	// sweepOff disables durofs's background sweep.
-	sweepOff bool
+	// sweepOff disables durofs's background sweep; bgOff its background
+	// checkpoints and promotions of recycled files (the caller runs them).
+	sweepOff, bgOff bool
 	// log receives the provider's warnings (default: stderr, warnings only).
 	log *slog.Logger
 }
@@ -89,6 +90,9 @@ func openProvider(name, dir string, o openOptions) (closer, error) {
 		}
 		if o.sweepOff {
 			opts.SweepInterval = -1
+		}
+		if o.bgOff {
+			opts.CheckpointInterval = -1
 		}
 		p, err := provider.Open(dir, opts)
 		if err != nil {

@@ -284,7 +284,7 @@ func writeFsyncs(b *strings.Builder, f *FsyncResult) {
 	}
 	fmt.Fprintf(b, "\nAll syncs: %d file + %d dir; outside the counted calls (the background checkpoint's): %d file + %d dir; "+
 		"the log's segment grows (256 KiB of zeros appended and fdatasync'd ahead of the frames, in the background), counted apart: %d; appends that waited for zeros: %d; "+
-		"directory fsyncs that let recycled queue files be reused (in the background, every 100 ms while files wait), counted apart: %d.\n\n",
+		"of the background rounds' syncs, directory fsyncs that let recycled queue files be reused: %d.\n\n",
 		f.Total.FileSyncs, f.Total.DirSyncs, f.Unattributed.FileSyncs, f.Unattributed.DirSyncs, f.PreallocSyncs, f.GrowWaits, f.RecycleSyncs)
 	if turns := f.OrchAcks.Calls; turns > 0 {
 		fmt.Fprintf(b, "Inode churn (files created / names unlinked or replaced, counted the same way): %d / %d in all, %s / %s per orchestration ack; "+
