@@ -282,22 +282,37 @@ func Open(dir string, opts Options) (*FSProvider, error) {
 		interval = 2 * time.Second
 	}
 	if interval > 0 {
-		p.wg.Add(1)
-		go p.sweepLoop(interval)
+		p.every(interval, func() { p.sweepRound(interval) })
 	}
 	ckpt := opts.CheckpointInterval
 	if ckpt == 0 {
 		ckpt = time.Second
 	}
 	if ckpt > 0 {
-		p.wg.Add(1)
-		go p.checkpointLoop(ckpt)
+		p.every(ckpt, func() { p.checkpointRound(ckpt) })
 		if p.recycler != nil {
-			p.wg.Add(1)
-			go p.promoteLoop(min(ckpt, promoteInterval))
+			p.every(min(ckpt, promoteInterval), p.promoteRound)
 		}
 	}
 	return p, nil
+}
+
+// every runs round in a background goroutine every interval until Close.
+func (p *FSProvider) every(interval time.Duration, round func()) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				round()
+			}
+		}
+	}()
 }
 
 // openLogged is Open up to its recovery: the directory's layout and queues,

@@ -362,21 +362,12 @@ func (p *FSProvider) sweepTempDir(dir string, age time.Duration) error {
 	return nil
 }
 
-func (p *FSProvider) sweepLoop(interval time.Duration) {
-	defer p.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), interval*4)
-			if err := p.recoverPass(ctx, 2*time.Second, false); err != nil {
-				p.log.Warn("durofs: background recovery", "err", err)
-			}
-			cancel()
-		}
+// sweepRound is one round of the background sweep (every interval).
+func (p *FSProvider) sweepRound(interval time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), interval*4)
+	defer cancel()
+	if err := p.recoverPass(ctx, 2*time.Second, false); err != nil {
+		p.log.Warn("durofs: background recovery", "err", err)
 	}
 }
 

@@ -1183,43 +1183,24 @@ func (p *FSProvider) promoteRecycled() error {
 // it can be reused, and a busy process removes a few hundred a second.
 const promoteInterval = 100 * time.Millisecond
 
-// promoteLoop promotes this process's recycled files every interval, when
-// there are any: a few directory fsyncs, off every ack's path.
-func (p *FSProvider) promoteLoop(interval time.Duration) {
-	defer p.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			if p.recycler.Waiting() == 0 {
-				continue
-			}
-			if err := p.promoteRecycled(); err != nil && !errors.Is(err, ErrSyncFailed) {
-				p.log.Warn("durofs: promote recycled queue files", "err", err)
-			}
-		}
+// promoteRound promotes this process's recycled files, if any wait (every
+// promoteInterval): a few directory fsyncs, off every ack's path.
+func (p *FSProvider) promoteRound() {
+	if p.recycler.Waiting() == 0 {
+		return
+	}
+	if err := p.promoteRecycled(); err != nil && !errors.Is(err, ErrSyncFailed) {
+		p.log.Warn("durofs: promote recycled queue files", "err", err)
 	}
 }
 
-// checkpointLoop checkpoints in the background every interval.
-func (p *FSProvider) checkpointLoop(interval time.Duration) {
-	defer p.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 4*interval+checkpointTimeout)
-			if err := p.backgroundPass(ctx, false); err != nil && !errors.Is(err, ErrSyncFailed) {
-				p.log.Warn("durofs: checkpoint", "err", err)
-			}
-			cancel()
-		}
+// checkpointRound is one round of the background checkpoint (every
+// interval): backgroundPass.
+func (p *FSProvider) checkpointRound(interval time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*interval+checkpointTimeout)
+	defer cancel()
+	if err := p.backgroundPass(ctx, false); err != nil && !errors.Is(err, ErrSyncFailed) {
+		p.log.Warn("durofs: checkpoint", "err", err)
 	}
 }
 

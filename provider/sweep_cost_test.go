@@ -58,7 +58,7 @@ func (c *entryCountFS) ScanDir(dir string, fn func(name []byte) error) error {
 
 // sweepEntriesListed opens a provider that only enqueues (a client: it
 // never fetches), enqueues n starts, and returns how many directory entries
-// one pass of its background sweep (recoverPass, as sweepLoop runs it every
+// one pass of its background sweep (recoverPass, as sweepRound runs it every
 // SweepInterval, 2 s by default) lists.
 func sweepEntriesListed(t *testing.T, n int) int64 {
 	t.Helper()
